@@ -1,0 +1,120 @@
+package api
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prchat/prchat/chat"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Config holds the API server's settings.
+type Config struct {
+	// BodyLimit caps request bodies in bytes. Default 2 MiB.
+	BodyLimit int64
+	// MaxWait caps a long-poll's ?wait=. Default 60s.
+	MaxWait time.Duration
+	// Registry collects the metrics served at /metrics. Default a new one.
+	Registry *prometheus.Registry
+	Logger   *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	c.BodyLimit = cmp.Or(c.BodyLimit, 2<<20)
+	c.MaxWait = cmp.Or(c.MaxWait, 60*time.Second)
+	if c.Registry == nil {
+		c.Registry = prometheus.NewRegistry()
+	}
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
+	return c
+}
+
+// Server is prchat's HTTP API.
+type Server struct {
+	cfg     Config
+	svc     *chat.Service
+	log     *slog.Logger
+	echo    *echo.Echo
+	metrics *metrics
+
+	mu   sync.Mutex
+	http *http.Server
+}
+
+// New returns a Server answering for svc.
+func New(cfg Config, svc *chat.Service) (*Server, error) {
+	if svc == nil {
+		return nil, errors.New("api: a chat service is required")
+	}
+	cfg = cfg.withDefaults()
+	s := &Server{cfg: cfg, svc: svc, log: cfg.Logger, echo: echo.New()}
+	s.metrics = newMetrics(cfg.Registry)
+	e := s.echo
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.errorHandler
+	e.Use(requestIDs, s.observe, s.recoverPanics, bodyLimit(cfg.BodyLimit))
+	s.routes()
+	return s, nil
+}
+
+// Handler returns the server's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// Serve serves HTTP on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	s.http = &http.Server{
+		Handler:           s.echo,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	srv := s.http
+	s.mu.Unlock()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve http: %w", err)
+	}
+	return nil
+}
+
+// Shutdown stops the server, letting requests in flight finish until ctx
+// ends. Safe to call twice.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	srv := s.http
+	s.mu.Unlock()
+	if srv == nil {
+		return nil
+	}
+	return srv.Shutdown(ctx)
+}
+
+func (s *Server) routes() {
+	e := s.echo
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{})))
+
+	v1 := e.Group("/api/v1")
+	v1.POST("/repos", s.registerRepository)
+	v1.GET("/repos", s.listRepositories)
+	v1.GET("/repos/:owner/:repo", s.getRepository)
+	v1.POST("/repos/:owner/:repo/pulls/:pr/reviews", s.recordReview)
+	v1.GET("/repos/:owner/:repo/pulls/:pr/reviews", s.listReviews)
+	v1.GET("/repos/:owner/:repo/pulls/:pr/reviews/:version", s.getReview)
+	v1.POST("/repos/:owner/:repo/pulls/:pr/reviews/:version/conversations", s.ask)
+	v1.GET("/repos/:owner/:repo/pulls/:pr/conversations", s.listConversations)
+	v1.GET("/conversations/:id", s.getConversation)
+	v1.DELETE("/conversations/:id", s.deleteConversation)
+	v1.POST("/conversations/:id/turns", s.continueConversation)
+	v1.GET("/conversations/:id/turns/:n", s.getTurn)
+	v1.POST("/conversations/:id/turns/:n/cancel", s.cancelTurn)
+}

@@ -1,0 +1,436 @@
+package chat
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Notes a turn can carry.
+const (
+	noteSeededPrefix = "Started without the review's own context: "
+	noteNoSession    = "The agent kept no session for this answer, so the next question starts without this conversation's context."
+)
+
+// Run runs a turn: it claims the turn with a fresh fencing token, starts the
+// agent (fork, resume or seed), checks and repairs the answer, masks it,
+// stores it and settles the turn. runner names this worker run.
+//
+// Run returns nil when the turn is settled, whoever settled it, and when
+// another live run holds it (a duplicate delivery). It returns an error only
+// when the turn should be run again: the store failed, or this worker is
+// shutting down under it.
+func (s *Service) Run(ctx context.Context, turnID, runner string) error {
+	if _, dup := s.inflight.LoadOrStore(turnID, struct{}{}); dup {
+		return nil // this process already runs it
+	}
+	defer s.inflight.Delete(turnID)
+
+	t, err := s.store.ClaimTurn(ctx, turnID, runner, func(t Turn) bool { return s.mayTakeOver(ctx, t, runner) })
+	switch {
+	case errors.Is(err, ErrSettled), errors.Is(err, ErrFenced):
+		s.log.InfoContext(ctx, "turn not claimed", slog.String("turn", turnID), slog.String("why", err.Error()))
+		return nil
+	case err != nil:
+		return fmt.Errorf("claim turn %s: %w", turnID, err)
+	}
+	r := &run{s: s, turn: t, fence: t.Fence, seq: t.LastSeq}
+	if t.Fence > int64(s.cfg.MaxAttempts) {
+		o := r.failure(Fail(ReasonInterrupted, fmt.Errorf("the turn was started %d times and its workers stopped under it", t.Fence-1)))
+		return r.finish(ctx, o)
+	}
+	r.emit(ctx, Event{Type: EventState, State: StateRunning})
+	o, err := r.execute(ctx)
+	if err != nil {
+		// This worker stops under the turn: leave it running for the next
+		// run to take over, unless it was settled meanwhile.
+		r.flush(context.WithoutCancel(ctx))
+		return fmt.Errorf("run turn %s: %w", turnID, err)
+	}
+	return r.finish(context.WithoutCancel(ctx), o)
+}
+
+// mayTakeOver decides whether runner may claim a turn another run holds.
+func (s *Service) mayTakeOver(ctx context.Context, t Turn, runner string) bool {
+	if t.State == StateQueued || t.Runner == "" || t.Runner == runner {
+		return true
+	}
+	alive, err := s.hosts.RunnerAlive(ctx, t.Runner)
+	if err != nil || !alive {
+		return err == nil
+	}
+	return t.StartedAt != nil && s.now().Sub(*t.StartedAt) > s.cfg.TurnTimeout+s.cfg.TakeoverAfter
+}
+
+// run is one run of a turn.
+type run struct {
+	s       *Service
+	turn    Turn
+	fence   int64
+	seq     int64
+	pending []Event
+	fenced  bool
+}
+
+// plan is how the agent of a turn starts.
+type plan struct {
+	backend Backend
+	name    string
+	model   string
+	mode    SessionMode
+	session SessionRef
+	dir     string
+	reason  string // why the session was seeded
+	review  Review
+	repo    Repository
+	conv    Conversation
+	earlier []Turn
+}
+
+// execute runs the agent and returns the outcome to store. An error means
+// the run must stop without settling (this worker is shutting down).
+func (r *run) execute(ctx context.Context) (Outcome, error) {
+	s := r.s
+	p, err := r.plan(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return Outcome{}, ctx.Err()
+		}
+		return r.failure(err), nil
+	}
+	if p.mode == SessionSeeded {
+		r.emit(ctx, Event{Type: EventNote, Text: noteSeededPrefix + p.reason})
+	}
+	tctx, cancel := context.WithTimeout(ctx, s.cfg.TurnTimeout)
+	defer cancel()
+
+	ask := Ask{Question: r.turn.Question, Focus: r.turn.Focus}
+	req := RunRequest{
+		Mode:       p.mode,
+		Session:    p.session,
+		Dir:        p.dir,
+		Prompt:     QuestionPrompt(ask),
+		System:     System(),
+		Schema:     json.RawMessage(AnswerSchema),
+		Model:      p.model,
+		Question:   r.turn.Question,
+		Focus:      r.turn.Focus,
+		Repository: p.repo,
+		Review:     p.review,
+	}
+	if p.mode == SessionSeeded || p.mode == SessionNone {
+		req.Prompt = SeedPrompt(p.review, p.earlier, ask)
+	}
+	lines := func(ctx context.Context, path string) (int, error) {
+		return s.workspaces.LineCount(ctx, p.repo, p.review.HeadSHA, path)
+	}
+
+	var usage Usage
+	sessionID := ""
+	var answer Answer
+	var problem error
+	for attempt := 0; ; attempt++ {
+		req.MaxCalls = s.cfg.MaxCalls - usage.Calls
+		req.MaxTokens = s.cfg.MaxTokens - usage.InputTokens - usage.OutputTokens
+		res, err := p.backend.Run(tctx, req, func(e Event) { r.emit(tctx, e) })
+		usage.Add(res.Usage)
+		sessionID = cmp.Or(res.SessionID, sessionID)
+		p.model = cmp.Or(res.Model, p.model)
+		if err == nil {
+			err = r.checkBudget(usage)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return Outcome{}, ctx.Err() // cancelled, or this worker stops
+			}
+			if tctx.Err() != nil {
+				err = Fail(ReasonTimeout, fmt.Errorf("the turn took longer than %s", s.cfg.TurnTimeout))
+			}
+			o := r.failure(err)
+			o.Usage = usage
+			return r.withSession(o, p, sessionID), nil
+		}
+		answer, problem = ParseAnswer(res.Structured, res.Text)
+		if problem == nil {
+			problem = CheckCitations(tctx, answer, lines)
+		}
+		if problem == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return Outcome{}, ctx.Err()
+		}
+		if attempt >= s.cfg.MaxRepairs {
+			o := r.failure(Fail(ReasonInvalidAnswer, fmt.Errorf("the agent's answer failed the checks after %d repairs: %v", attempt, problem)))
+			o.Usage = usage
+			return r.withSession(o, p, sessionID), nil
+		}
+		usage.Repairs++
+		r.emit(tctx, Event{Type: EventNote, Text: "The answer failed the checks; asking the agent to repair it: " + problem.Error()})
+		req.Prompt = RepairPrompt(problem)
+		if sessionID != "" {
+			req.Mode, req.Session = SessionResumed, SessionRef{ID: sessionID, Dir: p.dir}
+		} else {
+			req.Prompt = QuestionPrompt(ask) + "\n\n" + req.Prompt
+		}
+	}
+
+	answer.AnswerMarkdown = s.masker.String(answer.AnswerMarkdown)
+	if answer.SuggestsFix != nil {
+		answer.SuggestsFix.Summary = s.masker.String(answer.SuggestsFix.Summary)
+	}
+	o := Outcome{State: StateSucceeded, Answer: &answer, Usage: usage}
+	if p.mode == SessionSeeded {
+		o.Note = noteSeededPrefix + p.reason
+	}
+	if sessionID == "" {
+		o.Note = joinNotes(o.Note, noteNoSession)
+	}
+	return r.withSession(o, p, sessionID), nil
+}
+
+// withSession fills in how the agent ran and the conversation's session.
+func (r *run) withSession(o Outcome, p *plan, sessionID string) Outcome {
+	if p == nil {
+		return o
+	}
+	o.Backend, o.Model, o.Session = p.name, p.model, p.mode
+	mode := p.conv.Session
+	if mode == "" || p.mode == SessionSeeded {
+		mode = p.mode
+	}
+	info := &SessionInfo{
+		SessionID: sessionID,
+		RunDir:    p.dir,
+		Backend:   p.name,
+		Model:     p.model,
+		Session:   mode,
+	}
+	if sessionID != "" {
+		info.SessionHost = r.s.cfg.WorkerID
+	}
+	if p.mode == SessionSeeded {
+		info.SeededReason = p.reason
+	} else {
+		info.SeededReason = p.conv.SeededReason
+	}
+	o.Conversation = info
+	return o
+}
+
+func (r *run) checkBudget(u Usage) error {
+	s := r.s
+	if u.Calls > s.cfg.MaxCalls {
+		return Fail(ReasonBudgetExceeded, fmt.Errorf("the agent made %d model calls; the limit is %d", u.Calls, s.cfg.MaxCalls))
+	}
+	if tok := u.InputTokens + u.OutputTokens; tok > s.cfg.MaxTokens {
+		return Fail(ReasonBudgetExceeded, fmt.Errorf("the agent used %d tokens; the limit is %d", tok, s.cfg.MaxTokens))
+	}
+	return nil
+}
+
+// plan loads the turn's conversation, review and repository and decides
+// how the agent starts: fork the review's session, resume the
+// conversation's, or seed a new one in a new run directory.
+func (r *run) plan(ctx context.Context) (*plan, error) {
+	s := r.s
+	conv, err := s.store.Conversation(ctx, r.turn.ConversationID)
+	if err != nil {
+		return nil, fmt.Errorf("load conversation: %w", err)
+	}
+	rev, err := s.store.ReviewByID(ctx, conv.ReviewID)
+	if err != nil {
+		return nil, fmt.Errorf("load review: %w", err)
+	}
+	repo, err := s.store.Repository(ctx, rev.Repository)
+	if err != nil {
+		return nil, fmt.Errorf("load repository: %w", err)
+	}
+	p := &plan{
+		name:   cmp.Or(r.turn.Backend, conv.Backend, s.cfg.DefaultBackend),
+		model:  cmp.Or(r.turn.Model, conv.Model),
+		review: rev,
+		repo:   repo,
+		conv:   conv,
+	}
+	for _, t := range conv.Turns {
+		if t.Number < r.turn.Number {
+			p.earlier = append(p.earlier, t)
+		}
+	}
+	p.backend = s.backends[p.name]
+	if p.backend == nil {
+		return nil, Fail(ReasonBackendUnavailable, fmt.Errorf("backend %s is not installed on worker %s", p.name, s.cfg.WorkerID))
+	}
+	if err := p.backend.Available(ctx); err != nil {
+		return nil, Fail(ReasonBackendUnavailable, fmt.Errorf("backend %s on worker %s: %w", p.name, s.cfg.WorkerID, err))
+	}
+	if s.workspaces == nil {
+		return nil, Fail(ReasonBackendUnavailable, errors.New("this process runs no agents"))
+	}
+
+	switch {
+	case p.name == BackendLocal:
+		p.mode = SessionNone
+	case conv.SessionID != "" && conv.Backend == p.name:
+		p.session = SessionRef{ID: conv.SessionID, Dir: conv.RunDir}
+		p.reason = r.sessionProblem(ctx, p, conv.SessionHost, "the conversation's")
+		p.mode = SessionResumed
+	case conv.SessionID != "":
+		p.reason = fmt.Sprintf("this question asks for backend %s, the conversation ran on %s", p.name, conv.Backend)
+	case rev.SessionID == "":
+		p.reason = "the review kept no agent session"
+	case rev.Backend != p.name:
+		p.reason = fmt.Sprintf("this question asks for backend %s, the review was written by %s", p.name, cmp.Or(rev.Backend, "no agent"))
+	default:
+		p.session = SessionRef{ID: rev.SessionID, Dir: rev.RunDir}
+		p.reason = r.sessionProblem(ctx, p, rev.SessionHost, "the review's")
+		p.mode = SessionForked
+	}
+	if p.reason != "" {
+		p.mode, p.session = SessionSeeded, SessionRef{}
+	}
+
+	p.dir = p.session.Dir
+	if p.mode == SessionNone && conv.RunDir != "" && s.workspaces.Exists(conv.RunDir) {
+		p.dir = conv.RunDir
+	}
+	if p.dir == "" {
+		p.dir, err = s.workspaces.Prepare(ctx, Seed{Repository: repo, Review: rev, Conversation: conv, Turns: p.earlier})
+		if err != nil {
+			if ErrorCode(err) == CodeNeedsClone {
+				return nil, Fail(ReasonNeedsClone, err)
+			}
+			return nil, Fail(ReasonBackendError, fmt.Errorf("prepare run directory: %w", err))
+		}
+	}
+	return p, nil
+}
+
+// sessionProblem says why a session cannot be forked or resumed here, or ""
+// when it can.
+func (r *run) sessionProblem(ctx context.Context, p *plan, host, whose string) string {
+	s := r.s
+	if host != "" && host != s.cfg.WorkerID {
+		return fmt.Sprintf("%s session is on worker %s, which is not running", whose, host)
+	}
+	if p.session.Dir != "" && !s.workspaces.Exists(p.session.Dir) {
+		return fmt.Sprintf("%s run directory is gone", whose)
+	}
+	if err := p.backend.HasSession(ctx, p.session); err != nil {
+		return fmt.Sprintf("%s session is gone (%v)", whose, err)
+	}
+	return ""
+}
+
+// failure turns an error into a failed outcome.
+func (r *run) failure(err error) Outcome {
+	reason := FailureReason(err, ReasonBackendError)
+	return Outcome{State: StateFailed, Reason: reason, Note: r.s.masker.String(err.Error())}
+}
+
+// finish stores the outcome with the final events.
+func (r *run) finish(ctx context.Context, o Outcome) error {
+	s := r.s
+	if o.Note != "" && o.State == StateSucceeded {
+		r.emit(ctx, Event{Type: EventNote, Text: o.Note})
+	}
+	u := o.Usage
+	r.emit(ctx, Event{Type: EventUsage, InputTokens: &u.InputTokens, OutputTokens: &u.OutputTokens, CostUSD: u.CostUSD})
+	r.emit(ctx, Event{Type: EventState, State: o.State})
+	if o.State == StateSucceeded {
+		r.emit(ctx, Event{Type: EventDone, ConversationID: r.turn.ConversationID, Turn: r.turn.Number, Answer: o.Answer})
+	} else {
+		r.emit(ctx, Event{Type: EventError, Message: o.Note, Reason: o.Reason})
+	}
+	o.Events, r.pending = r.pending, nil
+	err := s.store.FinishTurn(ctx, r.turn.ID, r.fence, o)
+	if errors.Is(err, ErrFenced) {
+		s.log.InfoContext(ctx, "turn fenced; result dropped", slog.String("turn", r.turn.ID))
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("finish turn %s: %w", r.turn.ID, err)
+	}
+	s.publish(ctx, r.turn.ID, o.Events)
+	s.log.InfoContext(ctx, "turn finished", slog.String("turn", r.turn.ID), slog.String("state", string(o.State)),
+		slog.String("reason", string(o.Reason)), slog.String("session", string(o.Session)), slog.Int("repairs", o.Usage.Repairs))
+	return nil
+}
+
+// emit masks an event, numbers it and stores it (text deltas in batches).
+func (r *run) emit(ctx context.Context, e Event) {
+	if r.fenced {
+		return
+	}
+	m := r.s.masker
+	e.Text, e.Summary, e.Message = m.String(e.Text), m.String(e.Summary), m.String(e.Message)
+	if len(e.Input) > 0 {
+		e.Input = maskJSON(m, e.Input)
+	}
+	if e.At.IsZero() {
+		e.At = r.s.now()
+	}
+	r.seq++
+	e.Seq = r.seq
+	r.pending = append(r.pending, e)
+	switch e.Type {
+	case EventTextDelta:
+		if len(r.pending) < 32 && e.At.Sub(r.pending[0].At) < 100*time.Millisecond {
+			return
+		}
+	case EventDone, EventError, EventUsage:
+		return // stored with the outcome
+	case EventState:
+		if e.State.Final() {
+			return
+		}
+	}
+	r.flush(ctx)
+}
+
+// flush stores the pending events; a fenced run stops emitting.
+func (r *run) flush(ctx context.Context) {
+	if len(r.pending) == 0 || r.fenced {
+		return
+	}
+	evs := r.pending
+	r.pending = nil
+	err := r.s.store.AppendEvents(ctx, r.turn.ID, r.fence, evs)
+	switch {
+	case errors.Is(err, ErrFenced):
+		r.fenced = true
+		return
+	case err != nil:
+		r.s.log.WarnContext(ctx, "store events", slog.String("turn", r.turn.ID), slog.Any("err", err))
+		return
+	}
+	r.s.publish(ctx, r.turn.ID, evs)
+}
+
+// maskJSON masks the string values of a JSON document.
+func maskJSON(m Masker, raw json.RawMessage) json.RawMessage {
+	masked := m.String(string(raw))
+	if masked == string(raw) || !json.Valid([]byte(masked)) {
+		if masked != string(raw) {
+			b, _ := json.Marshal(masked)
+			return b
+		}
+		return raw
+	}
+	return json.RawMessage(masked)
+}
+
+func joinNotes(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "\n" + b
+}

@@ -1,0 +1,482 @@
+package chat
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Config holds the Service's settings.
+type Config struct {
+	// WorkerID is this process's worker id (its host), recorded as the host
+	// of the sessions its runs create. Required for a Service that runs turns.
+	WorkerID string
+	// TurnTimeout bounds a turn's agent work, repairs included. Default 10m.
+	TurnTimeout time.Duration
+	// MaxRepairs is how often an invalid answer is sent back to the agent.
+	// Zero means never; cmd sets the default of 2.
+	MaxRepairs int
+	// MaxCalls caps the agent's model calls per turn. Default 40.
+	MaxCalls int
+	// MaxTokens caps the input plus output tokens per turn. Default 2,000,000.
+	MaxTokens int64
+	// DefaultBackend runs conversations of reviews that name no backend.
+	// Default local.
+	DefaultBackend string
+	// MaxAttempts is how many runs a turn gets before it is settled as
+	// interrupted (runs end early when their worker dies). Default 3.
+	MaxAttempts int
+	// TakeoverAfter is how long after the turn timeout a running turn whose
+	// runner still looks alive may be taken over by another run. Default 1m.
+	TakeoverAfter time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	c.TurnTimeout = cmp.Or(c.TurnTimeout, 10*time.Minute)
+	c.MaxCalls = cmp.Or(c.MaxCalls, 40)
+	c.MaxTokens = cmp.Or(c.MaxTokens, 2_000_000)
+	c.DefaultBackend = cmp.Or(c.DefaultBackend, BackendLocal)
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, 3)
+	c.TakeoverAfter = cmp.Or(c.TakeoverAfter, time.Minute)
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.TurnTimeout < 0, c.MaxCalls < 0, c.MaxTokens < 0, c.MaxAttempts < 0:
+		return errors.New("limits must not be negative")
+	case c.MaxRepairs < 0 || c.MaxRepairs > 10:
+		return fmt.Errorf("max repairs %d is outside 0..10", c.MaxRepairs)
+	}
+	return nil
+}
+
+// Masker hides secrets in text before it is stored or sent.
+type Masker interface {
+	String(s string) string
+}
+
+// Deps are the parts a Service works with. Store, Queue and Hosts are
+// required; a Service that runs turns also needs Workspaces and Backends.
+type Deps struct {
+	Store      Store
+	Queue      Queue
+	Hosts      Hosts
+	Workspaces Workspaces
+	Backends   []Backend
+	Masker     Masker
+	// Publisher, if set, delivers events live.
+	Publisher Publisher
+	Logger    *slog.Logger
+	// Now tells the time (time.Now by default).
+	Now Clock
+}
+
+// Service begins, runs and settles turns. The API calls its question and
+// lookup methods, the worker calls Run, and the reconciler calls
+// PendingTurns, Enqueue and Settle.
+type Service struct {
+	cfg        Config
+	store      Store
+	queue      Queue
+	hosts      Hosts
+	workspaces Workspaces
+	backends   map[string]Backend
+	masker     Masker
+	publisher  Publisher
+	log        *slog.Logger
+	now        Clock
+
+	inflight sync.Map // turn id -> struct{}: runs of this process
+}
+
+// NewService returns a Service.
+func NewService(cfg Config, d Deps) (*Service, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("chat config: %w", err)
+	}
+	if d.Store == nil || d.Queue == nil || d.Hosts == nil {
+		return nil, errors.New("chat: Store, Queue and Hosts are required")
+	}
+	s := &Service{
+		cfg:        cfg,
+		store:      d.Store,
+		queue:      d.Queue,
+		hosts:      d.Hosts,
+		workspaces: d.Workspaces,
+		backends:   make(map[string]Backend),
+		masker:     d.Masker,
+		publisher:  d.Publisher,
+		log:        cmp.Or(d.Logger, slog.New(slog.DiscardHandler)),
+		now:        d.Now,
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.masker == nil {
+		return nil, errors.New("chat: a Masker is required")
+	}
+	for _, b := range d.Backends {
+		s.backends[b.Name()] = b
+	}
+	return s, nil
+}
+
+// Backends lists the backend names questions and reviews may name: the
+// contract's and any other this Service runs.
+func (s *Service) Backends() []string {
+	names := slices.Clone(KnownBackends)
+	for n := range s.backends {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// RegisterRepository registers a repository, or updates the clone path and
+// URL of one with the same name. It reports whether it was new.
+func (s *Service) RegisterRepository(ctx context.Context, r Repository) (Repository, bool, error) {
+	if err := CheckRepoName(r.Name); err != nil {
+		return Repository{}, false, err
+	}
+	if len(r.ClonePath) > maxPathBytes || len(r.CloneURL) > maxPathBytes {
+		return Repository{}, false, Errorf(CodeInvalid, "clone_path and clone_url are at most %d bytes", maxPathBytes)
+	}
+	created, err := s.store.UpsertRepository(ctx, &r)
+	return r, created, err
+}
+
+// Repository returns a registered repository.
+func (s *Service) Repository(ctx context.Context, name string) (Repository, error) {
+	return s.store.Repository(ctx, name)
+}
+
+// Repositories lists the registered repositories.
+func (s *Service) Repositories(ctx context.Context) ([]Repository, error) {
+	return s.store.Repositories(ctx)
+}
+
+// RecordReview saves r as the next version of the PR's review.
+func (s *Service) RecordReview(ctx context.Context, repo string, r Review) (Review, error) {
+	if err := r.Validate(s.Backends()); err != nil {
+		return Review{}, err
+	}
+	rp, err := s.store.Repository(ctx, repo)
+	if err != nil {
+		return Review{}, err
+	}
+	r.RepositoryID, r.Repository = rp.ID, rp.Name
+	if r.Sections == nil {
+		r.Sections = []Section{}
+	}
+	if err := s.store.CreateReview(ctx, &r); err != nil {
+		return Review{}, err
+	}
+	return r, nil
+}
+
+// Review returns a version of a PR's review (0 = the latest).
+func (s *Service) Review(ctx context.Context, repo string, pr, version int) (Review, error) {
+	if _, err := s.store.Repository(ctx, repo); err != nil {
+		return Review{}, err
+	}
+	return s.store.Review(ctx, repo, pr, version)
+}
+
+// Reviews lists a PR's review versions.
+func (s *Service) Reviews(ctx context.Context, repo string, pr int) ([]Review, error) {
+	if _, err := s.store.Repository(ctx, repo); err != nil {
+		return nil, err
+	}
+	return s.store.Reviews(ctx, repo, pr)
+}
+
+// Ask begins a conversation about a review version (0 = the latest) with
+// its first question: the conversation and its queued turn are stored in
+// one transaction, then the turn's job is enqueued. If the enqueue fails,
+// the turn stays queued and the reconciler enqueues it later.
+func (s *Service) Ask(ctx context.Context, repo string, pr, version int, a Ask) (Conversation, Turn, error) {
+	if err := s.checkAsk(a); err != nil {
+		return Conversation{}, Turn{}, err
+	}
+	rp, err := s.store.Repository(ctx, repo)
+	if err != nil {
+		return Conversation{}, Turn{}, err
+	}
+	if rp.ClonePath == "" && rp.CloneURL == "" {
+		return Conversation{}, Turn{}, Errorf(CodeNeedsClone, "repository %s has no clone path or URL; register one first", repo)
+	}
+	rev, err := s.store.Review(ctx, repo, pr, version)
+	if err != nil {
+		return Conversation{}, Turn{}, err
+	}
+	c := Conversation{
+		ReviewID:      rev.ID,
+		Repository:    rev.Repository,
+		PR:            rev.PR,
+		ReviewVersion: rev.Version,
+		Title:         Title(a.Question),
+		Backend:       cmp.Or(rev.Backend, s.cfg.DefaultBackend),
+		Model:         rev.Model,
+	}
+	t := s.newTurn(c, a)
+	t.Queue = s.route(ctx, t.Backend, rev.SessionHost)
+	if err := s.store.CreateConversation(ctx, &c, &t); err != nil {
+		return Conversation{}, Turn{}, err
+	}
+	s.enqueue(ctx, t)
+	return c, t, nil
+}
+
+// Continue asks the next question of a conversation. A conversation whose
+// previous turn is still pending refuses it with CodeBusy.
+func (s *Service) Continue(ctx context.Context, conversationID string, a Ask) (Turn, error) {
+	if err := s.checkAsk(a); err != nil {
+		return Turn{}, err
+	}
+	c, err := s.store.Conversation(ctx, conversationID)
+	if err != nil {
+		return Turn{}, err
+	}
+	if n := len(c.Turns); n > 0 && !c.Turns[n-1].State.Final() {
+		return Turn{}, Errorf(CodeBusy, "conversation %s is still answering turn %d", c.ID, c.Turns[n-1].Number)
+	}
+	t := s.newTurn(c, a)
+	host := c.SessionHost
+	if c.SessionID == "" {
+		if rev, err := s.store.ReviewByID(ctx, c.ReviewID); err == nil {
+			host = rev.SessionHost
+		}
+	}
+	t.Queue = s.route(ctx, t.Backend, host)
+	if err := s.store.AddTurn(ctx, &t); err != nil {
+		return Turn{}, err
+	}
+	s.enqueue(ctx, t)
+	return t, nil
+}
+
+func (s *Service) checkAsk(a Ask) error {
+	if err := a.Validate(); err != nil {
+		return err
+	}
+	if a.Provider != "" && !slices.Contains(s.Backends(), a.Provider) {
+		return Errorf(CodeUnsupportedBackend, "provider %q is not supported; use one of %v", a.Provider, s.Backends())
+	}
+	return nil
+}
+
+func (s *Service) newTurn(c Conversation, a Ask) Turn {
+	return Turn{
+		ConversationID: c.ID,
+		State:          StateQueued,
+		Question:       a.Question,
+		Focus:          a.Focus,
+		Provider:       a.Provider,
+		Backend:        cmp.Or(a.Provider, c.Backend),
+		Model:          cmp.Or(a.Model, c.Model),
+		Usage:          Usage{},
+	}
+}
+
+// route picks the queue of a turn: the host that holds the session it will
+// fork or resume, while that host is alive; else the shared queue.
+func (s *Service) route(ctx context.Context, backend, host string) string {
+	if host == "" || backend == BackendLocal {
+		return ""
+	}
+	alive, err := s.hosts.Alive(ctx, host)
+	if err != nil {
+		s.log.WarnContext(ctx, "check host", slog.String("host", host), slog.Any("err", err))
+		return ""
+	}
+	if !alive {
+		return ""
+	}
+	return host
+}
+
+func (s *Service) enqueue(ctx context.Context, t Turn) {
+	if err := s.queue.Enqueue(ctx, t.ID, t.Queue); err != nil {
+		// The turn is stored as queued: the reconciler enqueues it later.
+		s.log.WarnContext(ctx, "enqueue turn; the reconciler will retry",
+			slog.String("turn", t.ID), slog.String("queue", t.Queue), slog.Any("err", err))
+	}
+}
+
+// Enqueue routes a pending turn again and enqueues its job (the
+// reconciler's way to recover a job that Redis lost).
+func (s *Service) Enqueue(ctx context.Context, t Turn) error {
+	c, err := s.store.Conversation(ctx, t.ConversationID)
+	if err != nil {
+		return fmt.Errorf("enqueue turn %s: %w", t.ID, err)
+	}
+	host := c.SessionHost
+	if c.SessionID == "" {
+		rev, err := s.store.ReviewByID(ctx, c.ReviewID)
+		if err != nil {
+			return fmt.Errorf("enqueue turn %s: %w", t.ID, err)
+		}
+		host = rev.SessionHost
+	}
+	queue := s.route(ctx, cmp.Or(t.Backend, c.Backend), host)
+	if queue != t.Queue {
+		if err := s.store.SetTurnQueue(ctx, t.ID, queue); err != nil {
+			return fmt.Errorf("enqueue turn %s: %w", t.ID, err)
+		}
+	}
+	if err := s.queue.Enqueue(ctx, t.ID, queue); err != nil {
+		return fmt.Errorf("enqueue turn %s: %w", t.ID, err)
+	}
+	return nil
+}
+
+// PendingTurns lists the turns that are queued or running.
+func (s *Service) PendingTurns(ctx context.Context) ([]Turn, error) {
+	return s.store.PendingTurns(ctx)
+}
+
+// Conversation returns a conversation with its turns.
+func (s *Service) Conversation(ctx context.Context, id string) (Conversation, error) {
+	return s.store.Conversation(ctx, id)
+}
+
+// Conversations lists a PR's conversations, newest first.
+func (s *Service) Conversations(ctx context.Context, repo string, pr int) ([]Conversation, error) {
+	if _, err := s.store.Repository(ctx, repo); err != nil {
+		return nil, err
+	}
+	return s.store.Conversations(ctx, repo, pr)
+}
+
+// Turn returns one turn of a conversation.
+func (s *Service) Turn(ctx context.Context, conversationID string, number int) (Turn, error) {
+	return s.store.Turn(ctx, conversationID, number)
+}
+
+// WaitTurn returns a turn once it is settled, or as it is when wait ends.
+func (s *Service) WaitTurn(ctx context.Context, conversationID string, number int, wait time.Duration) (Turn, error) {
+	t, err := s.store.Turn(ctx, conversationID, number)
+	if err != nil || t.State.Final() || wait <= 0 {
+		return t, err
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	delay := 5 * time.Millisecond
+	for {
+		tick := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			tick.Stop()
+			return t, nil
+		case <-timer.C:
+			tick.Stop()
+			return t, nil
+		case <-tick.C:
+		}
+		if t, err = s.store.Turn(ctx, conversationID, number); err != nil || t.State.Final() {
+			return t, err
+		}
+		delay = min(delay*2, 200*time.Millisecond)
+	}
+}
+
+// Cancel cancels a pending turn: it is settled as cancelled at once and its
+// job is stopped (a running agent is killed). A settled turn is returned as
+// it is.
+func (s *Service) Cancel(ctx context.Context, conversationID string, number int) (Turn, error) {
+	t, err := s.store.Turn(ctx, conversationID, number)
+	if err != nil || t.State.Final() {
+		return t, err
+	}
+	if err := s.Settle(ctx, t.ID, StateCancelled, ReasonCancelled, "Cancelled by request."); err != nil && !errors.Is(err, ErrSettled) {
+		return Turn{}, err
+	}
+	if err := s.queue.Cancel(ctx, t.ID); err != nil {
+		s.log.WarnContext(ctx, "cancel job", slog.String("turn", t.ID), slog.Any("err", err))
+	}
+	return s.store.Turn(ctx, conversationID, number)
+}
+
+// DeleteConversation cancels a conversation's pending turn, removes its run
+// directory and deletes it.
+func (s *Service) DeleteConversation(ctx context.Context, id string) error {
+	c, err := s.store.Conversation(ctx, id)
+	if err != nil {
+		return err
+	}
+	for _, t := range c.Turns {
+		if !t.State.Final() {
+			if _, err := s.Cancel(ctx, c.ID, t.Number); err != nil {
+				return fmt.Errorf("delete conversation %s: %w", id, err)
+			}
+		}
+	}
+	if err := s.store.DeleteConversation(ctx, id); err != nil {
+		return err
+	}
+	if c.RunDir != "" && s.workspaces != nil {
+		rev, err := s.store.ReviewByID(ctx, c.ReviewID)
+		if err == nil && rev.RunDir == c.RunDir {
+			return nil // the review's own run directory is not ours to remove
+		}
+		if err := s.workspaces.Remove(ctx, c.RunDir); err != nil {
+			s.log.WarnContext(ctx, "remove run directory", slog.String("conversation", id), slog.Any("err", err))
+		}
+	}
+	return nil
+}
+
+// Settle settles a pending turn whoever runs it (cancel, reconciler) and
+// stores and sends its final events. It returns ErrSettled if the turn was
+// already final.
+func (s *Service) Settle(ctx context.Context, turnID string, state State, reason Reason, note string) error {
+	note = s.masker.String(note)
+	t, err := s.store.SettleTurn(ctx, turnID, state, reason, note)
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	evs := []Event{{Type: EventState, State: state, At: now}}
+	if note != "" {
+		evs = append(evs, Event{Type: EventNote, Text: note, At: now})
+	}
+	evs = append(evs, Event{Type: EventError, Message: cmp.Or(note, string(reason)), Reason: reason, At: now})
+	for i := range evs {
+		evs[i].Seq = t.LastSeq + int64(i) + 1
+	}
+	if err := s.store.AppendEvents(ctx, turnID, t.Fence, evs); err != nil {
+		return fmt.Errorf("settle turn %s: store events: %w", turnID, err)
+	}
+	s.publish(ctx, turnID, evs)
+	s.log.InfoContext(ctx, "turn settled", slog.String("turn", turnID), slog.String("state", string(state)), slog.String("reason", string(reason)))
+	return nil
+}
+
+func (s *Service) publish(ctx context.Context, turnID string, evs []Event) {
+	if s.publisher == nil || len(evs) == 0 {
+		return
+	}
+	if err := s.publisher.Publish(ctx, turnID, evs); err != nil {
+		s.log.WarnContext(ctx, "publish events", slog.String("turn", turnID), slog.Any("err", err))
+	}
+}
+
+// Ready checks that the database and the queue answer.
+func (s *Service) Ready(ctx context.Context) error {
+	if err := s.store.Ping(ctx); err != nil {
+		return fmt.Errorf("database: %w", err)
+	}
+	if err := s.queue.Ping(ctx); err != nil {
+		return fmt.Errorf("queue: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is every setting of prchat, read from PRCHAT_* environment
+// variables and overridden by flags of the same name.
+type Config struct {
+	Listen            string
+	DataDir           string
+	DatabaseURL       string
+	RedisURL          string
+	WorkerID          string
+	Concurrency       int
+	TurnTimeout       time.Duration
+	MaxRepairs        int
+	MaxCalls          int
+	MaxTokens         int64
+	DefaultBackend    string
+	OpenAIBaseURL     string
+	OpenAIAPIKey      string
+	OpenAIModel       string
+	ClaudeBin         string
+	CodexBin          string
+	GitHubSecret      string
+	GitHubToken       string
+	GitHubAPIURL      string
+	ReconcileInterval time.Duration
+	LogFormat         string
+	LogLevel          string
+}
+
+// setting is one configuration entry: its variable, flag and default.
+type setting struct {
+	env  string
+	help string
+	def  string
+	set  func(c *Config, v string) error
+}
+
+func (s setting) flagName() string {
+	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(s.env, "PRCHAT_")), "_", "-")
+}
+
+func str(p func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error { *p(c) = v; return nil }
+}
+
+func integer(p func(*Config) *int) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("not a whole number: %q", v)
+		}
+		*p(c) = n
+		return nil
+	}
+}
+
+func duration(p func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("not a duration such as 10m: %q", v)
+		}
+		*p(c) = d
+		return nil
+	}
+}
+
+func defaultDataDir() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "prchat")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "share", "prchat")
+	}
+	return "prchat-data"
+}
+
+func defaultWorkerID() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "worker"
+	}
+	return h
+}
+
+// settings lists every setting in the order --help shows them.
+func settings() []setting {
+	return []setting{
+		{env: "PRCHAT_LISTEN", def: "127.0.0.1:8080", help: "address the HTTP API listens on", set: str(func(c *Config) *string { return &c.Listen })},
+		{env: "PRCHAT_DATA_DIR", def: defaultDataDir(), help: "directory for the embedded database, clones and run directories", set: str(func(c *Config) *string { return &c.DataDir })},
+		{env: "PRCHAT_DATABASE_URL", def: "", help: "Postgres URL (postgres://...); empty: embedded SQLite in the data directory", set: str(func(c *Config) *string { return &c.DatabaseURL })},
+		{env: "PRCHAT_REDIS_URL", def: "", help: "Redis URL (redis://host:6379/0); empty: embedded in-process Redis (serve only)", set: str(func(c *Config) *string { return &c.RedisURL })},
+		{env: "PRCHAT_WORKER_ID", def: defaultWorkerID(), help: "this worker's id; its queue is host:<id>", set: str(func(c *Config) *string { return &c.WorkerID })},
+		{env: "PRCHAT_CONCURRENCY", def: "4", help: "turns a worker runs at once", set: integer(func(c *Config) *int { return &c.Concurrency })},
+		{env: "PRCHAT_TURN_TIMEOUT", def: "10m", help: "time limit of one turn, repairs included", set: duration(func(c *Config) *time.Duration { return &c.TurnTimeout })},
+		{env: "PRCHAT_MAX_REPAIRS", def: "2", help: "how often an invalid answer is sent back to the agent", set: integer(func(c *Config) *int { return &c.MaxRepairs })},
+		{env: "PRCHAT_MAX_CALLS", def: "40", help: "model calls allowed per turn", set: integer(func(c *Config) *int { return &c.MaxCalls })},
+		{env: "PRCHAT_MAX_TOKENS", def: "2000000", help: "tokens (input+output) allowed per turn", set: func(c *Config, v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return fmt.Errorf("not a whole number: %q", v)
+			}
+			c.MaxTokens = n
+			return nil
+		}},
+		{env: "PRCHAT_DEFAULT_BACKEND", def: "local", help: "backend for conversations of reviews that name none", set: str(func(c *Config) *string { return &c.DefaultBackend })},
+		{env: "PRCHAT_OPENAI_BASE_URL", def: "https://api.openai.com/v1", help: "OpenAI-compatible endpoint", set: str(func(c *Config) *string { return &c.OpenAIBaseURL })},
+		{env: "PRCHAT_OPENAI_API_KEY", def: "", help: "API key of the OpenAI-compatible endpoint", set: str(func(c *Config) *string { return &c.OpenAIAPIKey })},
+		{env: "PRCHAT_OPENAI_MODEL", def: "gpt-4.1-mini", help: "model of the openai backend", set: str(func(c *Config) *string { return &c.OpenAIModel })},
+		{env: "PRCHAT_CLAUDE_BIN", def: "claude", help: "Claude Code CLI binary", set: str(func(c *Config) *string { return &c.ClaudeBin })},
+		{env: "PRCHAT_CODEX_BIN", def: "codex", help: "Codex CLI binary", set: str(func(c *Config) *string { return &c.CodexBin })},
+		{env: "PRCHAT_GITHUB_WEBHOOK_SECRET", def: "", help: "secret that signs GitHub webhooks", set: str(func(c *Config) *string { return &c.GitHubSecret })},
+		{env: "PRCHAT_GITHUB_TOKEN", def: "", help: "token to post answers back to GitHub", set: str(func(c *Config) *string { return &c.GitHubToken })},
+		{env: "PRCHAT_GITHUB_API_URL", def: "https://api.github.com", help: "GitHub API base URL", set: str(func(c *Config) *string { return &c.GitHubAPIURL })},
+		{env: "PRCHAT_RECONCILE_INTERVAL", def: "5s", help: "how often the reconciler looks for lost or stuck turns", set: duration(func(c *Config) *time.Duration { return &c.ReconcileInterval })},
+		{env: "PRCHAT_LOG_FORMAT", def: "text", help: "log format: text or json", set: str(func(c *Config) *string { return &c.LogFormat })},
+		{env: "PRCHAT_LOG_LEVEL", def: "info", help: "log level: debug, info, warn or error", set: str(func(c *Config) *string { return &c.LogLevel })},
+	}
+}
+
+// loadConfig reads the environment, then the flags of a command.
+func loadConfig(cmd string, args []string, getenv func(string) string, out io.Writer) (Config, error) {
+	var c Config
+	fs := flag.NewFlagSet("prchat "+cmd, flag.ContinueOnError)
+	fs.SetOutput(out)
+	all := settings()
+	values := make([]*string, len(all))
+	for i, s := range all {
+		v := s.def
+		if e := getenv(s.env); e != "" {
+			v = e
+		}
+		values[i] = fs.String(s.flagName(), v, s.help)
+	}
+	fs.Usage = func() {
+		fmt.Fprintf(out, "Usage: prchat %s [flags]\n\nEvery flag can also be set by its environment variable.\n\n", cmd)
+		for _, s := range all {
+			def := s.def
+			if def == "" {
+				def = `""`
+			}
+			fmt.Fprintf(out, "  --%s  (%s, default %s)\n        %s\n", s.flagName(), s.env, def, s.help)
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("prchat %s: unexpected argument %q", cmd, fs.Arg(0))
+	}
+	for i, s := range all {
+		if err := s.set(&c, *values[i]); err != nil {
+			return c, fmt.Errorf("%s (--%s): %w", s.env, s.flagName(), err)
+		}
+	}
+	return c, nil
+}
+
+// secrets returns the configured secret values, which are masked wherever
+// they would appear.
+func (c Config) secrets() []string {
+	out := []string{c.OpenAIAPIKey, c.GitHubSecret, c.GitHubToken}
+	for _, u := range []string{c.DatabaseURL, c.RedisURL} {
+		if i := strings.Index(u, "://"); i >= 0 {
+			rest := u[i+3:]
+			if at := strings.LastIndex(rest, "@"); at >= 0 {
+				if colon := strings.Index(rest[:at], ":"); colon >= 0 {
+					out = append(out, rest[colon+1:at])
+				}
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,278 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prchat/prchat/agentsession"
+	"github.com/prchat/prchat/agentsession/local"
+	"github.com/prchat/prchat/api"
+	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/chat/mask"
+	"github.com/prchat/prchat/store"
+	"github.com/prchat/prchat/worker"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+)
+
+// role says which parts a process runs.
+type role struct {
+	api, worker bool
+	// embedded allows the in-process Redis (serve only: other processes
+	// could not reach it).
+	embedded bool
+}
+
+func roleOf(cmd string) role {
+	switch cmd {
+	case "api":
+		return role{api: true}
+	case "worker":
+		return role{worker: true}
+	}
+	return role{api: true, worker: true, embedded: true}
+}
+
+// options are what tests add to a daemon.
+type options struct {
+	logger *slog.Logger
+	// backends are added to the built-in ones (tests add a scripted agent).
+	backends []chat.Backend
+	// heartbeatTTL, reconcileGrace and retryDelay shorten timings in tests.
+	heartbeatTTL   time.Duration
+	reconcileGrace time.Duration
+	maxRetry       int
+}
+
+// daemon is a running prchat process.
+type daemon struct {
+	log        *slog.Logger
+	store      *store.Store
+	embedded   *worker.EmbeddedRedis
+	rdb        redis.UniversalClient
+	queue      *worker.Queue
+	svc        *chat.Service
+	api        *api.Server
+	ln         net.Listener
+	heartbeat  *worker.Heartbeat
+	server     *worker.Server
+	reconciler *worker.Reconciler
+	runner     string
+
+	failed   chan error
+	stopOnce sync.Once
+	served   sync.WaitGroup
+}
+
+func newLogger(cfg Config, w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		return nil, fmt.Errorf("PRCHAT_LOG_LEVEL: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch cfg.LogFormat {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text", "":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("PRCHAT_LOG_FORMAT must be text or json, not %q", cfg.LogFormat)
+}
+
+// openStore opens the database (the embedded SQLite file when no URL is
+// set) and applies the migrations.
+func openStore(ctx context.Context, cfg Config, log *slog.Logger) (*store.Store, error) {
+	sc := store.Config{DatabaseURL: cfg.DatabaseURL, Logger: log}
+	if cfg.DatabaseURL == "" {
+		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("data directory: %w", err)
+		}
+		sc.SQLitePath = filepath.Join(cfg.DataDir, "prchat.db")
+	}
+	st, err := store.Open(ctx, sc)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.Migrate(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return st, nil
+}
+
+// start starts the parts of r and returns once they run.
+func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err error) {
+	log := o.logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	d := &daemon{log: log, failed: make(chan error, 2)}
+	defer func() {
+		if err != nil {
+			d.Stop()
+		}
+	}()
+	if cfg.RedisURL == "" && !r.embedded {
+		return nil, errors.New("PRCHAT_REDIS_URL is required: only `prchat serve` can run an embedded Redis")
+	}
+
+	if d.store, err = openStore(ctx, cfg, log); err != nil {
+		return nil, err
+	}
+	redisURL := cfg.RedisURL
+	if redisURL == "" {
+		if d.embedded, err = worker.StartEmbeddedRedis(); err != nil {
+			return nil, err
+		}
+		redisURL = d.embedded.URL()
+		log.InfoContext(ctx, "using the embedded Redis; it keeps nothing across restarts")
+	}
+	if d.rdb, err = worker.OpenRedis(ctx, redisURL); err != nil {
+		return nil, err
+	}
+	if d.queue, err = worker.NewQueue(d.rdb, worker.QueueConfig{
+		MaxRetry: o.maxRetry,
+		Timeout:  cfg.TurnTimeout + time.Minute,
+		Logger:   log,
+	}); err != nil {
+		return nil, err
+	}
+	hosts := worker.NewHosts(d.rdb)
+
+	deps := chat.Deps{
+		Store:    d.store,
+		Queue:    d.queue,
+		Hosts:    hosts,
+		Masker:   mask.New(cfg.secrets()...),
+		Logger:   log,
+		Backends: o.backends,
+	}
+	if r.worker {
+		if deps.Workspaces, err = agentsession.NewWorkspaces(agentsession.Config{DataDir: cfg.DataDir, Logger: log}); err != nil {
+			return nil, err
+		}
+		deps.Backends = append([]chat.Backend{local.New(local.Config{})}, deps.Backends...)
+	}
+	if d.svc, err = chat.NewService(chat.Config{
+		WorkerID:       cfg.WorkerID,
+		TurnTimeout:    cfg.TurnTimeout,
+		MaxRepairs:     cfg.MaxRepairs,
+		MaxCalls:       cfg.MaxCalls,
+		MaxTokens:      cfg.MaxTokens,
+		DefaultBackend: cfg.DefaultBackend,
+	}, deps); err != nil {
+		return nil, err
+	}
+
+	if r.worker {
+		id := worker.NewIdentity(cfg.WorkerID)
+		d.runner = id.Runner()
+		if d.heartbeat, err = worker.NewHeartbeat(d.rdb, worker.HeartbeatConfig{Identity: id, TTL: o.heartbeatTTL, Logger: log}); err != nil {
+			return nil, err
+		}
+		if err = d.heartbeat.Start(ctx); err != nil {
+			return nil, err
+		}
+		if d.server, err = worker.NewServer(d.rdb, d.svc, worker.ServerConfig{Identity: id, Concurrency: cfg.Concurrency, Logger: log}); err != nil {
+			return nil, err
+		}
+		if err = d.server.Start(ctx); err != nil {
+			return nil, err
+		}
+		if d.reconciler, err = worker.NewReconciler(d.svc, d.queue, hosts, worker.ReconcilerConfig{
+			Interval:   cfg.ReconcileInterval,
+			Grace:      o.reconcileGrace,
+			StuckAfter: cfg.TurnTimeout + 2*time.Minute,
+			Logger:     log,
+		}); err != nil {
+			return nil, err
+		}
+		// Reconcile what an earlier run left queued or running, then keep at it.
+		if _, err := d.reconciler.ReconcileOnce(ctx); err != nil {
+			log.WarnContext(ctx, "reconcile at start", slog.Any("err", err))
+		}
+		if err = d.reconciler.Start(ctx); err != nil {
+			return nil, err
+		}
+	}
+
+	if r.api {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		if d.api, err = api.New(api.Config{Registry: reg, Logger: log}, d.svc); err != nil {
+			return nil, err
+		}
+		if d.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		}
+		d.served.Add(1)
+		go func() {
+			defer d.served.Done()
+			if err := d.api.Serve(d.ln); err != nil {
+				d.failed <- err
+			}
+		}()
+	}
+	return d, nil
+}
+
+// Addr is the address the API listens on ("" without an API).
+func (d *daemon) Addr() string {
+	if d.ln == nil {
+		return ""
+	}
+	return d.ln.Addr().String()
+}
+
+// URL is the API's base URL.
+func (d *daemon) URL() string {
+	a := d.Addr()
+	if strings.HasPrefix(a, "[::]") || strings.HasPrefix(a, "0.0.0.0") {
+		_, port, _ := net.SplitHostPort(a)
+		a = net.JoinHostPort("127.0.0.1", port)
+	}
+	return "http://" + a
+}
+
+// Failed reports a part that stopped by itself.
+func (d *daemon) Failed() <-chan error { return d.failed }
+
+// Stop stops every part, the API first, then the worker. Safe to call twice.
+func (d *daemon) Stop() {
+	d.stopOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		if d.api != nil {
+			_ = d.api.Shutdown(ctx)
+			d.served.Wait()
+		}
+		if d.reconciler != nil {
+			d.reconciler.Stop()
+		}
+		if d.server != nil {
+			d.server.Stop()
+		}
+		if d.heartbeat != nil {
+			d.heartbeat.Stop()
+		}
+		if d.rdb != nil {
+			_ = d.rdb.Close()
+		}
+		if d.embedded != nil {
+			d.embedded.Close()
+		}
+		if d.store != nil {
+			_ = d.store.Close()
+		}
+	})
+}
