@@ -1,0 +1,37 @@
+// Package store keeps prchat's data — repositories, reviews, conversations,
+// turns and their transcripts — in Postgres or in an embedded SQLite file,
+// and implements chat.Store on top of them.
+//
+// Open picks the database from Config: a postgres:// URL for production, or
+// a SQLite file (pure Go, no cgo) for the single-process default. Migrate
+// applies the versioned SQL migrations embedded in the binary, one set per
+// dialect, so both databases hold the same tables and rules.
+//
+// The database enforces the rules that must hold across processes:
+//
+//   - the busy rule: a partial unique index allows at most one queued or
+//     running turn per conversation; AddTurn reports its violation as
+//     chat.CodeBusy;
+//   - review versions are unique per pull request and numbered 1, 2, ...;
+//   - fencing: ClaimTurn takes a fresh token on the turn row with a
+//     compare-and-swap, and AppendEvents, FinishTurn and SettleTurn only
+//     change a turn whose token is the caller's (or take a new one), so a
+//     stale run of a redelivered job can store nothing.
+//
+// On SQLite all writes go through a single connection in WAL mode, so
+// concurrent writers queue in the connection pool instead of failing with
+// SQLITE_BUSY, while reads use a pool of read-only connections.
+//
+// Choices where chat.Store's contract is silent: listing the reviews or
+// conversations of a PR that has none returns an empty list, of an unknown
+// repository CodeRepositoryNotFound; a conversation is created on
+// Conversation.ReviewID; CreatedAt, when the caller sets it, is kept (else
+// the store's clock decides); an appended event whose Seq is already stored
+// is skipped, so a retried append stores nothing twice; ClaimTurn may call
+// allow more than once when the fence moves under it.
+//
+// Times are stored in UTC with microsecond precision (what Postgres keeps).
+// JSON values — review sections, a turn's focus and answer, event data — are
+// stored as TEXT; empty review sections are stored as NULL and read back as
+// nil.
+package store

@@ -1,0 +1,134 @@
+// Package storetest gives tests a migrated, isolated store.Store on the
+// databases the environment offers: always an SQLite file in the test's
+// temporary directory, and Postgres when PRCHAT_TEST_DATABASE_URL names one
+// (each test then gets a schema of its own, dropped when it ends).
+//
+// Use New in the tests of packages that just need a store, and Each to run
+// a test against every available database, as the store's own suite does.
+package storetest
+
+import (
+	"context"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/prchat/prchat/store"
+)
+
+// EnvDatabaseURL is the environment variable naming the Postgres database
+// tests may use, e.g.
+// postgres://postgres@127.0.0.1:5432/test?sslmode=disable.
+const EnvDatabaseURL = "PRCHAT_TEST_DATABASE_URL"
+
+// maxOpenConns keeps each test's pool small: many tests run at once
+// against one Postgres server.
+const maxOpenConns = 8
+
+// Database is a kind of database a test can run against.
+type Database struct {
+	// Name is "sqlite" or "postgres", fit for a subtest name.
+	Name string
+	// New returns a fresh migrated store of this kind, closed (and, on
+	// Postgres, dropped) when the test ends.
+	New func(t testing.TB) *store.Store
+}
+
+// Databases returns the databases available to tests: SQLite, and Postgres
+// when PRCHAT_TEST_DATABASE_URL is set.
+func Databases() []Database {
+	dbs := []Database{{Name: "sqlite", New: NewSQLite}}
+	if u := os.Getenv(EnvDatabaseURL); u != "" {
+		dbs = append(dbs, Database{Name: "postgres", New: func(t testing.TB) *store.Store { return NewPostgres(t, u) }})
+	}
+	return dbs
+}
+
+// Each runs f as a parallel subtest on a fresh store of each database that
+// Databases returns.
+func Each(t *testing.T, f func(t *testing.T, s *store.Store)) {
+	t.Helper()
+	for _, db := range Databases() {
+		t.Run(db.Name, func(t *testing.T) {
+			t.Parallel()
+			f(t, db.New(t))
+		})
+	}
+}
+
+// New returns a fresh migrated store: on Postgres when
+// PRCHAT_TEST_DATABASE_URL is set, else on SQLite.
+func New(t testing.TB) *store.Store {
+	t.Helper()
+	if u := os.Getenv(EnvDatabaseURL); u != "" {
+		return NewPostgres(t, u)
+	}
+	return NewSQLite(t)
+}
+
+// NewSQLite returns a migrated store on an SQLite file in t.TempDir().
+func NewSQLite(t testing.TB) *store.Store {
+	t.Helper()
+	return open(t, store.Config{SQLitePath: filepath.Join(t.TempDir(), "prchat.db"), MaxOpenConns: maxOpenConns})
+}
+
+// NewPostgres returns a migrated store on the Postgres database at
+// databaseURL, in a new schema of its own that is dropped when the test
+// ends.
+func NewPostgres(t testing.TB, databaseURL string) *store.Store {
+	t.Helper()
+	u, err := url.Parse(databaseURL)
+	if err != nil {
+		t.Fatalf("storetest: parse %s: %v", EnvDatabaseURL, err)
+	}
+	schema := "prchat_test_" + strings.ReplaceAll(uuid.NewString(), "-", "")
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+
+	ctx := context.Background()
+	s, err := store.Open(ctx, store.Config{DatabaseURL: u.String(), MaxOpenConns: maxOpenConns})
+	if err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	// The schema is made and dropped through the store's own pool: its
+	// search_path names the schema before it exists, which Postgres allows.
+	if err := s.DB().WithContext(ctx).Exec(`CREATE SCHEMA ` + schema).Error; err != nil {
+		_ = s.Close()
+		t.Fatalf("storetest: create schema %s: %v", schema, err)
+	}
+	t.Cleanup(func() {
+		if err := s.DB().WithContext(context.Background()).Exec(`DROP SCHEMA ` + schema + ` CASCADE`).Error; err != nil {
+			t.Errorf("storetest: drop schema %s: %v", schema, err)
+		}
+		if err := s.Close(); err != nil {
+			t.Errorf("storetest: close store: %v", err)
+		}
+	})
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	return s
+}
+
+func open(t testing.TB, cfg store.Config) *store.Store {
+	t.Helper()
+	ctx := context.Background()
+	s, err := store.Open(ctx, cfg)
+	if err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("storetest: close store: %v", err)
+		}
+	})
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	return s
+}

@@ -1,0 +1,322 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/prchat/prchat/chat"
+)
+
+const (
+	// maxClaimAttempts bounds ClaimTurn's compare-and-swap loop. Each lost
+	// attempt means another claim or a settle won, so the loop ends as the
+	// contenders are served; the bound is far above real contention.
+	maxClaimAttempts = 100
+	// eventBatch is the most events one INSERT carries, well below either
+	// database's limit on statement parameters.
+	eventBatch = 1000
+)
+
+// pending is the SQL condition of a turn that is queued or running, spelt as
+// in the partial indexes so that the planner can use them.
+const pending = `state IN ('queued', 'running')`
+
+// lastSeqAtLeast sets last_seq to the larger of itself and a parameter given
+// twice.
+const lastSeqAtLeast = `last_seq = CASE WHEN last_seq < ? THEN ? ELSE last_seq END`
+
+// errFenced is how a transaction reports that its fenced update matched no
+// row; the caller tells ErrFenced from a missing turn outside it.
+var errFenced = errors.New("fenced")
+
+// Turn returns turn number of a conversation.
+func (s *Store) Turn(ctx context.Context, conversationID string, number int) (chat.Turn, error) {
+	var row turnRow
+	err := s.read.WithContext(ctx).Where("conversation_id = ? AND number = ?", conversationID, number).Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return chat.Turn{}, chat.Errorf(chat.CodeNotFound, "turn %d of conversation %s not found", number, conversationID)
+	}
+	if err != nil {
+		return chat.Turn{}, fmt.Errorf("get turn %d of conversation %s: %w", number, conversationID, err)
+	}
+	return row.chat()
+}
+
+// TurnByID returns the turn with id.
+func (s *Store) TurnByID(ctx context.Context, id string) (chat.Turn, error) {
+	var row turnRow
+	err := s.read.WithContext(ctx).Where("id = ?", id).Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return chat.Turn{}, chat.Errorf(chat.CodeNotFound, "turn %s not found", id)
+	}
+	if err != nil {
+		return chat.Turn{}, fmt.Errorf("get turn %s: %w", id, err)
+	}
+	return row.chat()
+}
+
+// PendingTurns lists turns in state queued or running, oldest first.
+func (s *Store) PendingTurns(ctx context.Context) ([]chat.Turn, error) {
+	var rows []turnRow
+	if err := s.read.WithContext(ctx).Where(pending).Order("created_at, id").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("list pending turns: %w", err)
+	}
+	return turnsFromRows(rows)
+}
+
+// SetTurnQueue records the host queue a turn's job went to ("" = shared).
+func (s *Store) SetTurnQueue(ctx context.Context, id, queue string) error {
+	res := s.write.WithContext(ctx).Exec(`UPDATE turns SET queue = ? WHERE id = ?`, queue, id)
+	if res.Error != nil {
+		return fmt.Errorf("set queue of turn %s: %w", id, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return chat.Errorf(chat.CodeNotFound, "turn %s not found", id)
+	}
+	return nil
+}
+
+// ClaimTurn marks a queued or running turn running for runner with a fresh
+// fencing token (the old one plus one) and returns it. allow is asked first
+// with the turn as stored and may refuse (false) a takeover of a turn
+// another live run holds; then ClaimTurn returns ErrFenced. A turn in a
+// final state returns ErrSettled. StartedAt keeps the time of the first
+// claim.
+func (s *Store) ClaimTurn(ctx context.Context, id, runner string, allow func(chat.Turn) bool) (chat.Turn, error) {
+	if allow == nil {
+		// Nothing to decide on the turn as read: one update does it.
+		t, ok, err := s.claim(ctx, id, runner, "")
+		if ok || err != nil {
+			return t, err
+		}
+		// Not pending: settled or missing, for good.
+		if _, err := s.TurnByID(ctx, id); err != nil {
+			return chat.Turn{}, err
+		}
+		return chat.Turn{}, fmt.Errorf("claim turn %s: %w", id, chat.ErrSettled)
+	}
+	for range maxClaimAttempts {
+		t, err := s.TurnByID(ctx, id)
+		if err != nil {
+			return chat.Turn{}, err
+		}
+		if t.State.Final() {
+			return chat.Turn{}, fmt.Errorf("claim turn %s: %w", id, chat.ErrSettled)
+		}
+		if !allow(t) {
+			return chat.Turn{}, fmt.Errorf("claim turn %s held by %s: %w", id, t.Runner, chat.ErrFenced)
+		}
+		t, ok, err := s.claim(ctx, id, runner, ` AND fence = ?`, t.Fence)
+		if ok || err != nil {
+			return t, err
+		}
+		// Another claim or a settle changed the turn since it was read:
+		// decide again on what it is now.
+	}
+	return chat.Turn{}, fmt.Errorf("claim turn %s: the fence changed under %d attempts", id, maxClaimAttempts)
+}
+
+// claim takes the next fence of turn id if it is pending and matches the
+// extra condition cond (with its arguments). ok reports whether it did.
+func (s *Store) claim(ctx context.Context, id, runner, cond string, args ...any) (t chat.Turn, ok bool, err error) {
+	var rows []turnRow
+	err = s.write.WithContext(ctx).Raw(`UPDATE turns
+SET state = 'running', fence = fence + 1, runner = ?, started_at = COALESCE(started_at, ?)
+WHERE id = ? AND `+pending+cond+` RETURNING *`, append([]any{runner, now(), id}, args...)...).Scan(&rows).Error
+	if err != nil {
+		return chat.Turn{}, false, fmt.Errorf("claim turn %s: %w", id, err)
+	}
+	if len(rows) == 0 {
+		return chat.Turn{}, false, nil
+	}
+	t, err = rows[0].chat()
+	return t, err == nil, err
+}
+
+// AppendEvents stores events of a turn whose fence is current, and moves the
+// turn's LastSeq to the largest Seq stored. The caller numbers the events
+// (Seq > 0); an event whose Seq is already stored is skipped, so a retried
+// append stores nothing twice. A stale fence is ErrFenced, a missing turn
+// CodeNotFound.
+func (s *Store) AppendEvents(ctx context.Context, turnID string, fence int64, events []chat.Event) error {
+	if len(events) == 0 {
+		return s.checkFence(ctx, turnID, fence)
+	}
+	rows, maxSeq, err := newTurnEventRows(turnID, events, now())
+	if err != nil {
+		return fmt.Errorf("append events to turn %s: %w", turnID, err)
+	}
+	err = s.write.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		// The fenced update locks the turn row (on Postgres) until commit, so
+		// that a ClaimTurn or SettleTurn waits for these events or fences
+		// them off, never both.
+		res := tx.Exec(`UPDATE turns SET `+lastSeqAtLeast+` WHERE id = ? AND fence = ?`, maxSeq, maxSeq, turnID, fence)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return errFenced
+		}
+		return insertEvents(tx, rows)
+	})
+	if errors.Is(err, errFenced) {
+		return s.fenced(ctx, "append events to", turnID)
+	}
+	if err != nil {
+		return fmt.Errorf("append events to turn %s: %w", turnID, err)
+	}
+	return nil
+}
+
+func insertEvents(tx *gorm.DB, rows []turnEventRow) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	return tx.Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(rows, eventBatch).Error
+}
+
+// checkFence returns nil if fence is the turn's current one.
+func (s *Store) checkFence(ctx context.Context, turnID string, fence int64) error {
+	var fences []int64
+	if err := s.read.WithContext(ctx).Raw(`SELECT fence FROM turns WHERE id = ?`, turnID).Scan(&fences).Error; err != nil {
+		return fmt.Errorf("check fence of turn %s: %w", turnID, err)
+	}
+	if len(fences) == 0 {
+		return chat.Errorf(chat.CodeNotFound, "turn %s not found", turnID)
+	}
+	if fences[0] != fence {
+		return fmt.Errorf("check fence %d of turn %s: %w", fence, turnID, chat.ErrFenced)
+	}
+	return nil
+}
+
+// fenced returns the error of a fenced update of turnID that matched no
+// row: CodeNotFound if the turn is gone, else ErrFenced.
+func (s *Store) fenced(ctx context.Context, op, turnID string) error {
+	if _, err := s.TurnByID(ctx, turnID); err != nil {
+		return err
+	}
+	return fmt.Errorf("%s turn %s: %w", op, turnID, chat.ErrFenced)
+}
+
+// FinishTurn stores the outcome of the run holding fence and settles the
+// turn, in one transaction with the conversation's session update and the
+// final events. The turn must be running with that fence, else ErrFenced;
+// o.State must be final.
+func (s *Store) FinishTurn(ctx context.Context, turnID string, fence int64, o chat.Outcome) error {
+	if !o.State.Final() {
+		return fmt.Errorf("finish turn %s: state %q is not final", turnID, o.State)
+	}
+	answer, err := encodeNullableJSON(o.Answer)
+	if err != nil {
+		return fmt.Errorf("finish turn %s: encode answer: %w", turnID, err)
+	}
+	at := now()
+	events, maxSeq, err := newTurnEventRows(turnID, o.Events, at)
+	if err != nil {
+		return fmt.Errorf("finish turn %s: %w", turnID, err)
+	}
+	u := o.Usage
+	err = s.write.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var conv []string
+		if err := tx.Raw(`UPDATE turns
+SET state = ?, reason = ?, answer = ?, note = ?, backend = ?, model = ?, session = ?,
+    input_tokens = ?, output_tokens = ?, calls = ?, repairs = ?, cost_usd = ?, cost_reason = ?,
+    finished_at = ?, `+lastSeqAtLeast+`
+WHERE id = ? AND fence = ? AND state = 'running'
+RETURNING conversation_id`,
+			string(o.State), string(o.Reason), answer, o.Note, o.Backend, o.Model, string(o.Session),
+			u.InputTokens, u.OutputTokens, u.Calls, u.Repairs, u.CostUSD, u.CostReason,
+			at, maxSeq, maxSeq, turnID, fence).Scan(&conv).Error; err != nil {
+			return err
+		}
+		if len(conv) == 0 {
+			return errFenced
+		}
+		if si := o.Conversation; si != nil {
+			if err := tx.Exec(`UPDATE conversations
+SET session_id = ?, session_host = ?, run_dir = ?, backend = ?, model = ?, session = ?, seeded_reason = ?, updated_at = ?
+WHERE id = ?`, si.SessionID, si.SessionHost, si.RunDir, si.Backend, si.Model, string(si.Session), si.SeededReason,
+				at, conv[0]).Error; err != nil {
+				return err
+			}
+		} else if err := tx.Exec(`UPDATE conversations SET updated_at = ? WHERE id = ?`, at, conv[0]).Error; err != nil {
+			return err
+		}
+		return insertEvents(tx, events)
+	})
+	if errors.Is(err, errFenced) {
+		return s.fenced(ctx, "finish", turnID)
+	}
+	if err != nil {
+		return fmt.Errorf("finish turn %s: %w", turnID, err)
+	}
+	return nil
+}
+
+// SettleTurn settles a pending turn whoever holds it (cancel, reconciler)
+// and takes a fresh fence so that no run can store into it any more. note,
+// if not empty, is added to the turn's note on a line of its own. It
+// returns the settled turn with that fence, or ErrSettled for a turn already
+// final.
+func (s *Store) SettleTurn(ctx context.Context, turnID string, state chat.State, reason chat.Reason, note string) (chat.Turn, error) {
+	if !state.Final() {
+		return chat.Turn{}, fmt.Errorf("settle turn %s: state %q is not final", turnID, state)
+	}
+	at := now()
+	set := `state = ?, reason = ?, finished_at = ?, fence = fence + 1`
+	args := []any{string(state), string(reason), at}
+	if note != "" {
+		set += `, note = CASE WHEN note = '' THEN ? ELSE note || ? END`
+		args = append(args, note, "\n"+note)
+	}
+	args = append(args, turnID)
+	var rows []turnRow
+	err := s.write.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Raw(`UPDATE turns SET `+set+` WHERE id = ? AND `+pending+` RETURNING *`, args...).
+			Scan(&rows).Error; err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return errFenced
+		}
+		return tx.Exec(`UPDATE conversations SET updated_at = ? WHERE id = ?`, at, rows[0].ConversationID).Error
+	})
+	if errors.Is(err, errFenced) {
+		if _, err := s.TurnByID(ctx, turnID); err != nil {
+			return chat.Turn{}, err
+		}
+		return chat.Turn{}, fmt.Errorf("settle turn %s: %w", turnID, chat.ErrSettled)
+	}
+	if err != nil {
+		return chat.Turn{}, fmt.Errorf("settle turn %s: %w", turnID, err)
+	}
+	return rows[0].chat()
+}
+
+// Events returns the stored events of a turn with Seq > after, in order. A
+// missing turn is CodeNotFound.
+func (s *Store) Events(ctx context.Context, turnID string, after int64) ([]chat.Event, error) {
+	var rows []turnEventRow
+	if err := s.read.WithContext(ctx).Where("turn_id = ? AND seq > ?", turnID, after).Order("seq").
+		Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("get events of turn %s: %w", turnID, err)
+	}
+	if len(rows) == 0 {
+		if _, err := s.TurnByID(ctx, turnID); err != nil {
+			return nil, err
+		}
+	}
+	events := make([]chat.Event, len(rows))
+	for i, r := range rows {
+		if err := decodeJSON(&r.Data, &events[i]); err != nil {
+			return nil, fmt.Errorf("decode event %d of turn %s: %w", r.Seq, turnID, err)
+		}
+		events[i].Seq = r.Seq
+	}
+	return events, nil
+}

@@ -1,0 +1,51 @@
+// Package worker carries prchat's turns from the API to the workers that run
+// them, on asynq and Redis.
+//
+// It implements chat.Queue (Queue) and chat.Hosts (Hosts), and runs the
+// long-lived parts of a worker process:
+//
+//   - Server consumes the shared queue "turns" and the worker's own queue
+//     "host:<id>" (preferred), and hands each "turn:run" task to a TurnRunner
+//     (chat's Service) with the worker's runner id.
+//   - Heartbeat tells the other processes that this worker run is alive: a
+//     Redis key prchat:worker:<id> holding the run's instance id, with a TTL.
+//   - Reconciler compares the pending turns (the database is the source of
+//     truth) with the jobs in Redis and repairs the difference: it enqueues
+//     jobs that Redis lost, settles turns whose job failed for good, moves
+//     jobs out of dead hosts' queues, and hands the turns of dead workers to
+//     live ones sooner than asynq's own recovery (60-120 s).
+//
+// # Jobs
+//
+// A turn's job is an asynq task of type "turn:run" whose payload is
+// {"turn_id": "..."} and whose TaskID is the turn id, on the queue "turns"
+// or "host:<id>". asynq refuses a second task with the same id in the same
+// queue, which makes enqueueing idempotent. Completed tasks are not kept.
+//
+// A rescue job, enqueued by the Reconciler for a turn whose worker died
+// while asynq still counts the old task as active, has the TaskID
+// "<turn id>~<fence>" (RescueTaskID) so that it does not conflict with the
+// stale task, and always goes to the shared queue. The fence makes it
+// idempotent per run: one rescue per takeover. When asynq later re-delivers
+// the stale task, chat refuses the claim (a live run holds the turn) and the
+// task ends as a no-op. The ids of a turn's rescue jobs are kept in the
+// Redis set prchat:rescues:<turn id> so that Cancel and the Reconciler find
+// them.
+//
+// # Identity
+//
+// Each worker process has an id (PRCHAT_WORKER_ID, by default its host name)
+// and a random instance id chosen at start; its runner id is
+// "<id>/<instance>" (Identity.Runner). A turn records the runner that holds
+// it, and a restarted worker, having a new instance id, does not count as the
+// run that held its turns before.
+//
+// # Wiring
+//
+// One go-redis client (NewRedisClient or OpenRedis; StartEmbeddedRedis when
+// no URL is configured) serves every part of a process. A worker process
+// starts, in this order: Heartbeat (so that its runner counts as alive
+// before it claims turns), Server, Reconciler.ReconcileOnce and
+// Reconciler.Start; it stops in the reverse order, the Heartbeat last.
+// An API-only process needs Queue and Hosts.
+package worker

@@ -1,0 +1,150 @@
+package worker
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// alive asks Hosts about a worker and a runner, failing the test on error.
+func (e env) alive(t *testing.T, host, runner string) (hostAlive, runnerAlive bool) {
+	t.Helper()
+	h, err := e.hosts.Alive(t.Context(), host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := e.hosts.RunnerAlive(t.Context(), runner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, r
+}
+
+func TestHeartbeatMakesRunnerAlive(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	id := NewIdentity("w1")
+	if a, r := e.alive(t, "w1", id.Runner()); a || r {
+		t.Fatalf("before start: alive %v, runner alive %v; want false, false", a, r)
+	}
+	h, err := NewHeartbeat(e.rdb, HeartbeatConfig{Identity: id, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if a, r := e.alive(t, "w1", id.Runner()); !a || !r {
+		t.Errorf("started: alive %v, runner alive %v; want true, true", a, r)
+	}
+	for _, runner := range []string{"w1/other", "w2/" + id.Instance, "", "w1", "/x", "w1/"} {
+		if _, r := e.alive(t, "w1", runner); r {
+			t.Errorf("runner %q alive, want not", runner)
+		}
+	}
+	if a, _ := e.alive(t, "w2", ""); a {
+		t.Error("w2 alive without a heartbeat")
+	}
+	workers, err := e.hosts.Workers(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"w1"}, workers); diff != "" {
+		t.Errorf("workers (-want +got):\n%s", diff)
+	}
+
+	h.Stop()
+	if a, r := e.alive(t, "w1", id.Runner()); a || r {
+		t.Errorf("stopped: alive %v, runner alive %v; want false, false", a, r)
+	}
+	h.Stop() // twice is fine
+	if err := h.Start(t.Context()); err == nil {
+		t.Error("a stopped heartbeat started again")
+	}
+}
+
+func TestHeartbeatRenewsAndExpires(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	id := NewIdentity("w1")
+	const ttl = 300 * time.Millisecond
+	h, err := NewHeartbeat(e.rdb, HeartbeatConfig{Identity: id, TTL: ttl, Interval: 50 * time.Millisecond, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer h.Stop()
+	if err := h.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Beats keep it alive well past one TTL.
+	for end := time.Now().Add(3 * ttl); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if _, r := e.alive(t, "w1", id.Runner()); !r {
+			t.Fatal("runner died while its heartbeat ran")
+		}
+	}
+	// A process that stops beating without deleting its key (a crash) dies
+	// when the TTL runs out.
+	cancel()
+	eventually(t, 5*time.Second, "heartbeat expiry", func() bool {
+		a, _ := e.alive(t, "w1", id.Runner())
+		return !a
+	})
+}
+
+func TestHeartbeatOfNewInstanceWins(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	old, cur := NewIdentity("w1"), NewIdentity("w1")
+	hOld := e.startHeartbeat(t, old)
+	e.startHeartbeat(t, cur)
+	if _, r := e.alive(t, "w1", old.Runner()); r {
+		t.Error("the old run is alive after a new run of its worker started")
+	}
+	hOld.Stop() // must not delete the new run's key
+	if a, r := e.alive(t, "w1", cur.Runner()); !a || !r {
+		t.Errorf("new run: alive %v, runner alive %v; want true, true", a, r)
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	id := NewIdentity("w1")
+	for name, err := range map[string]error{
+		"heartbeat without identity":  second(NewHeartbeat(e.rdb, HeartbeatConfig{})),
+		"heartbeat id with slash":     second(NewHeartbeat(e.rdb, HeartbeatConfig{Identity: Identity{ID: "a/b", Instance: "x"}})),
+		"heartbeat interval over ttl": second(NewHeartbeat(e.rdb, HeartbeatConfig{Identity: id, TTL: time.Second, Interval: time.Second})),
+		"server without identity":     second(NewServer(e.rdb, newRecorder(nil), ServerConfig{})),
+		"server negative concurrency": second(NewServer(e.rdb, newRecorder(nil), ServerConfig{Identity: id, Concurrency: -1})),
+		"server without runner":       second(NewServer(e.rdb, nil, ServerConfig{Identity: id})),
+		"queue negative retry":        second(NewQueue(e.rdb, QueueConfig{MaxRetry: -1})),
+		"reconciler without turns":    second(NewReconciler(nil, e.queue, e.hosts, ReconcilerConfig{})),
+		"reconciler negative grace":   second(NewReconciler(&fakeTurns{}, e.queue, e.hosts, ReconcilerConfig{Grace: -1})),
+	} {
+		if err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+func second[T any](_ T, err error) error { return err }
+
+func TestParseRunner(t *testing.T) {
+	t.Parallel()
+	id := NewIdentity("host-1.example")
+	got, err := ParseRunner(id.Runner())
+	if err != nil || got != id {
+		t.Errorf("ParseRunner(%q) = %+v, %v; want %+v", id.Runner(), got, err, id)
+	}
+	if a, b := NewIdentity("a"), NewIdentity("a"); a.Instance == b.Instance {
+		t.Error("two identities share an instance id")
+	}
+	for _, bad := range []string{"", "a", "a/", "/b", "a/b/c", "a b/c"} {
+		if _, err := ParseRunner(bad); err == nil {
+			t.Errorf("ParseRunner(%q) accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,279 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/hibiken/asynq"
+)
+
+func TestEnqueueRunsTurn(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	rec := newRecorder(nil)
+	srv := e.startServer(t, "w1", rec, nil)
+
+	start := time.Now()
+	if err := e.queue.Enqueue(t.Context(), "turn-1", ""); err != nil {
+		t.Fatal(err)
+	}
+	got := rec.next(t, 2*time.Second)
+	t.Logf("enqueue to handler: %v", time.Since(start))
+	if want := (call{"turn-1", srv.Runner()}); got != want {
+		t.Errorf("ran %+v, want %+v", got, want)
+	}
+	if !strings.HasPrefix(srv.Runner(), "w1/") {
+		t.Errorf("runner %q is not w1/<instance>", srv.Runner())
+	}
+	// A completed job is not kept.
+	eventually(t, 2*time.Second, "completed job deleted", func() bool { return len(e.tasks(t, "turn-1")) == 0 })
+}
+
+func TestEnqueueTwiceRunsOnce(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	for range 2 {
+		if err := e.queue.Enqueue(t.Context(), "turn-1", ""); err != nil {
+			t.Fatalf("enqueue: %v", err)
+		}
+	}
+	if diff := cmp.Diff([]string{"turn-1@turns:pending"}, e.where(t, "turn-1")); diff != "" {
+		t.Fatalf("jobs (-want +got):\n%s", diff)
+	}
+	stats, err := e.queue.Stats(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]QueueStats{{Queue: SharedQueue, Pending: 1}}, stats); diff != "" {
+		t.Errorf("stats (-want +got):\n%s", diff)
+	}
+
+	rec := newRecorder(nil)
+	e.startServer(t, "w1", rec, nil)
+	rec.next(t, 2*time.Second)
+	eventually(t, 2*time.Second, "job done", func() bool { return len(e.tasks(t, "turn-1")) == 0 })
+	if n := rec.count("turn-1"); n != 1 {
+		t.Errorf("turn ran %d times, want once", n)
+	}
+}
+
+func TestHostQueuesRunOnTheirHost(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	recA, recB := newRecorder(nil), newRecorder(nil)
+	a := e.startServer(t, "a", recA, nil)
+	b := e.startServer(t, "b", recB, nil)
+
+	want := map[string]string{} // turn -> runner that must run it
+	for i := range 5 {
+		for host, srv := range map[string]*Server{"a": a, "b": b} {
+			id := host + "-turn-" + string(rune('0'+i))
+			want[id] = srv.Runner()
+			if err := e.queue.Enqueue(t.Context(), id, host); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := e.queue.Enqueue(t.Context(), "shared-turn-"+string(rune('0'+i)), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 5*time.Second, "all 15 turns run", func() bool { return len(recA.Calls())+len(recB.Calls()) == 15 })
+	for _, c := range append(recA.Calls(), recB.Calls()...) {
+		if w, ok := want[c.turnID]; ok && c.runner != w {
+			t.Errorf("turn %s ran on %s, want %s", c.turnID, c.runner, w)
+		}
+	}
+}
+
+func TestCancelStopsRunningHandler(t *testing.T) {
+	t.Parallel()
+	for _, rescue := range []bool{false, true} {
+		name := "own job"
+		if rescue {
+			name = "rescue job"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := setup(t)
+			stopped := make(chan error, 1)
+			rec := newRecorder(func(ctx context.Context, _ string, n int) error {
+				if n > 1 {
+					return nil // the retried job finds the turn settled
+				}
+				<-ctx.Done()
+				stopped <- ctx.Err()
+				return ctx.Err()
+			})
+			e.startServer(t, "w1", rec, nil)
+			if rescue {
+				if _, err := e.queue.Rescue(t.Context(), "turn-1", 1); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := e.queue.Enqueue(t.Context(), "turn-1", ""); err != nil {
+				t.Fatal(err)
+			}
+			rec.next(t, 2*time.Second)
+
+			if err := e.queue.Cancel(t.Context(), "turn-1"); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-stopped:
+				if !errors.Is(err, context.Canceled) {
+					t.Errorf("handler context ended with %v, want context.Canceled", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the running handler's context was not cancelled")
+			}
+			// asynq puts a cancelled job up for retry: Cancel deletes it if
+			// it got there first, else the retry finds the turn settled.
+			eventually(t, 5*time.Second, "cancelled job gone", func() bool { return len(e.tasks(t, "turn-1")) == 0 })
+			if n := rec.count("turn-1"); n > 2 {
+				t.Errorf("cancelled turn ran %d times, want at most 2", n)
+			}
+		})
+	}
+}
+
+func TestCancelDeletesWaitingJobs(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	if err := e.queue.Enqueue(ctx, "turn-1", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.queue.Enqueue(ctx, "turn-1", "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.queue.Rescue(ctx, "turn-1", 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.queue.Enqueue(ctx, "turn-2", ""); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"turn-1@host:gone:pending", "turn-1@turns:pending", "turn-1~2@turns:pending"}
+	if diff := cmp.Diff(want, e.where(t, "turn-1")); diff != "" {
+		t.Fatalf("jobs before cancel (-want +got):\n%s", diff)
+	}
+	if err := e.queue.Cancel(ctx, "turn-1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.where(t, "turn-1"); len(got) != 0 {
+		t.Errorf("jobs after cancel: %v, want none", got)
+	}
+	if diff := cmp.Diff([]string{"turn-2@turns:pending"}, e.where(t, "turn-2")); diff != "" {
+		t.Errorf("another turn's jobs (-want +got):\n%s", diff)
+	}
+	// Cancelling a turn with no job is not an error.
+	if err := e.queue.Cancel(ctx, "turn-1"); err != nil {
+		t.Errorf("second cancel: %v", err)
+	}
+}
+
+func TestRescueIsIdempotentPerFence(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	for i, tc := range []struct {
+		fence   int64
+		created bool
+	}{{1, true}, {1, false}, {2, true}} {
+		created, err := e.queue.Rescue(t.Context(), "turn-1", tc.fence)
+		if err != nil || created != tc.created {
+			t.Errorf("rescue %d (fence %d) = %v, %v; want %v, nil", i, tc.fence, created, err, tc.created)
+		}
+	}
+	want := []string{"turn-1~1@turns:pending", "turn-1~2@turns:pending"}
+	if diff := cmp.Diff(want, e.where(t, "turn-1")); diff != "" {
+		t.Errorf("jobs (-want +got):\n%s", diff)
+	}
+}
+
+func TestFailedJobIsRetried(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	rec := newRecorder(func(_ context.Context, _ string, n int) error {
+		if n == 1 {
+			return errBoom
+		}
+		return nil
+	})
+	e.startServer(t, "w1", rec, nil)
+	if err := e.queue.Enqueue(t.Context(), "turn-1", ""); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "failed job retried and done", func() bool {
+		return rec.count("turn-1") == 2 && len(e.tasks(t, "turn-1")) == 0
+	})
+}
+
+func TestMalformedPayloadIsArchived(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	rec := newRecorder(nil)
+	e.startServer(t, "w1", rec, nil)
+	client := asynq.NewClientFromRedisClient(e.rdb)
+	for id, body := range map[string]string{"bad-json": "{", "no-turn": `{"other": 1}`} {
+		if _, err := client.EnqueueContext(t.Context(), asynq.NewTask(TaskType, []byte(body)),
+			asynq.TaskID(id), asynq.Queue(SharedQueue), asynq.MaxRetry(3)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insp := asynq.NewInspectorFromRedisClient(e.rdb)
+	for _, id := range []string{"bad-json", "no-turn"} {
+		eventually(t, 5*time.Second, id+" archived", func() bool {
+			info, err := insp.GetTaskInfo(SharedQueue, id)
+			return err == nil && info.State == asynq.TaskStateArchived && info.Retried == 0
+		})
+	}
+	if calls := rec.Calls(); len(calls) != 0 {
+		t.Errorf("runner called for malformed jobs: %v", calls)
+	}
+}
+
+func TestJobPayload(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	if err := e.queue.Enqueue(t.Context(), "turn-1", "h"); err != nil {
+		t.Fatal(err)
+	}
+	info, err := asynq.NewInspectorFromRedisClient(e.rdb).GetTaskInfo("host:h", "turn-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p map[string]any
+	if err := json.Unmarshal(info.Payload, &p); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]any{"turn_id": "turn-1"}, p); diff != "" {
+		t.Errorf("payload (-want +got):\n%s", diff)
+	}
+	if info.Type != TaskType || info.MaxRetry != 3 || info.Timeout != 11*time.Minute || info.Retention != 0 {
+		t.Errorf("job type %q, max retry %d, timeout %v, retention %v; want %q, 3, 11m, 0",
+			info.Type, info.MaxRetry, info.Timeout, info.Retention, TaskType)
+	}
+}
+
+func TestPing(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	if err := e.queue.Ping(t.Context()); err != nil {
+		t.Errorf("ping: %v", err)
+	}
+	dead, err := NewRedisClient("redis://127.0.0.1:1/0?max_retries=-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dead.Close()
+	q, err := NewQueue(dead, QueueConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Ping(t.Context()); err == nil {
+		t.Error("ping of a closed port succeeded")
+	}
+}

@@ -1,0 +1,505 @@
+package worker
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prchat/prchat/chat"
+)
+
+// Turns is what the reconciler needs from the domain; implemented by
+// *chat.Service.
+type Turns interface {
+	// PendingTurns lists the turns in state queued or running.
+	PendingTurns(ctx context.Context) ([]chat.Turn, error)
+	// Enqueue routes the turn (its session host's queue if that host is
+	// alive, else the shared queue), enqueues its job and records the queue.
+	Enqueue(ctx context.Context, t chat.Turn) error
+	// Settle settles a pending turn and emits its final event. A turn that
+	// is already final returns chat.ErrSettled.
+	Settle(ctx context.Context, turnID string, state chat.State, reason chat.Reason, note string) error
+}
+
+// Notes the Reconciler settles turns with.
+const (
+	NoteInterrupted = "The worker running it stopped."
+	noteFailedJob   = "Its job failed %d times; the last error: %s"
+)
+
+// ReconcilerConfig configures a Reconciler.
+type ReconcilerConfig struct {
+	// Interval is the time between two passes of a started Reconciler.
+	// Default 5s.
+	Interval time.Duration
+	// Grace is how old a queued turn must be before its missing job counts
+	// as lost (the API enqueues it right after storing it), and how long a
+	// queued turn's job may run without claiming the turn before its worker
+	// counts as dead. Default 2s.
+	Grace time.Duration
+	// MaxAttempts is how many runs a turn gets: a running turn whose runner
+	// died and that has been claimed this often (its fence) is settled as
+	// interrupted rather than handed to another worker. Default 3, as
+	// chat.Config.MaxAttempts.
+	MaxAttempts int
+	// StuckAfter is how long after it started a running turn whose runner
+	// looks alive but that has no job left is handed to another worker
+	// (chat lets a run take over a live runner's turn after
+	// chat.Config.TurnTimeout + TakeoverAfter). Default 11m.
+	StuckAfter time.Duration
+	// Logger receives what the reconciler did, per turn. Default: discard.
+	Logger *slog.Logger
+	// Now tells the time. Default time.Now.
+	Now func() time.Time
+}
+
+func (c ReconcilerConfig) withDefaults() ReconcilerConfig {
+	c.Interval = cmp.Or(c.Interval, 5*time.Second)
+	c.Grace = cmp.Or(c.Grace, 2*time.Second)
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, 3)
+	c.StuckAfter = cmp.Or(c.StuckAfter, 11*time.Minute)
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+func (c ReconcilerConfig) validate() error {
+	switch {
+	case c.Interval < 10*time.Millisecond:
+		return fmt.Errorf("reconciler interval %v is under 10ms", c.Interval)
+	case c.Grace < 0:
+		return fmt.Errorf("reconciler grace %v is negative", c.Grace)
+	case c.MaxAttempts < 1:
+		return fmt.Errorf("reconciler max attempts %d is under 1", c.MaxAttempts)
+	case c.StuckAfter <= 0:
+		return fmt.Errorf("reconciler stuck-after %v must be positive", c.StuckAfter)
+	}
+	return nil
+}
+
+// Counts says what a reconciler pass did, or all passes (Totals).
+type Counts struct {
+	// Checked counts the pending turns looked at.
+	Checked int
+	// Enqueued counts queued turns whose job was missing and was enqueued
+	// again.
+	Enqueued int
+	// Moved counts jobs taken out of a dead worker's queue and enqueued again
+	// (on the shared queue, unless the turn's session host is alive).
+	Moved int
+	// Rescued counts rescue jobs enqueued for turns whose worker died.
+	Rescued int
+	// Failed counts turns settled as failed because their job was archived
+	// (it failed more often than the queue's MaxRetry).
+	Failed int
+	// Interrupted counts running turns settled as interrupted because their
+	// worker died and they had used their MaxAttempts.
+	Interrupted int
+	// Errors counts turns the pass could not reconcile.
+	Errors int
+}
+
+func (c *Counts) add(o Counts) {
+	c.Checked += o.Checked
+	c.Enqueued += o.Enqueued
+	c.Moved += o.Moved
+	c.Rescued += o.Rescued
+	c.Failed += o.Failed
+	c.Interrupted += o.Interrupted
+	c.Errors += o.Errors
+}
+
+// Reconciler compares the pending turns with their jobs in Redis and repairs
+// the difference, so that every turn reaches a final state. Rules, per
+// pending turn:
+//
+//   - queued, older than Grace, no job in any queue: enqueue it again (a
+//     Redis that lost its data loses no question);
+//   - no live job but an archived one (it failed too often): settle the turn
+//     failed (backend_error) with the job's last error, delete the job;
+//   - a waiting job in the queue of a dead worker: delete it and enqueue the
+//     turn again (which routes it to the shared queue);
+//   - queued, its job running for longer than Grace without claiming the
+//     turn, or running in a dead worker's queue: enqueue a rescue job;
+//   - running, its runner dead (no heartbeat from that instance): settle it
+//     interrupted after MaxAttempts runs; else leave a waiting job be (moving
+//     it out of a dead worker's queue); else (its job still active on the
+//     dead worker, or gone) enqueue a rescue job on the shared queue;
+//   - running, its runner alive but no job left for longer than StuckAfter
+//     since it started: enqueue a rescue job.
+//
+// Several Reconcilers (one per worker process) may run at once: every action
+// is idempotent (TaskIDs, fences, ErrSettled).
+type Reconciler struct {
+	turns Turns
+	queue *Queue
+	hosts chat.Hosts
+	cfg   ReconcilerConfig
+	log   *slog.Logger
+
+	pass        sync.Mutex           // one pass at a time
+	activeSince map[string]time.Time // queued turns whose job runs unclaimed, by turn id
+	totals      Counts               // guarded by pass
+
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+	stop    sync.Once
+}
+
+// NewReconciler returns a Reconciler of turns' jobs in queue, asking hosts
+// which workers are alive.
+func NewReconciler(turns Turns, queue *Queue, hosts chat.Hosts, cfg ReconcilerConfig) (*Reconciler, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("worker reconciler config: %w", err)
+	}
+	if turns == nil || queue == nil || hosts == nil {
+		return nil, errors.New("worker reconciler: Turns, Queue and Hosts are required")
+	}
+	return &Reconciler{
+		turns: turns, queue: queue, hosts: hosts, cfg: cfg,
+		log:         cfg.Logger.With(slog.String("component", "reconciler")),
+		activeSince: map[string]time.Time{},
+	}, nil
+}
+
+// Start reconciles every Interval in the background until Stop or until ctx
+// ends. The first pass comes after one Interval; call ReconcileOnce for one
+// at once.
+func (r *Reconciler) Start(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.stopped:
+		return errors.New("worker reconciler: stopped")
+	case r.started:
+		return errors.New("worker reconciler: already started")
+	}
+	r.started = true
+	ctx, r.cancel = context.WithCancel(ctx)
+	r.done = make(chan struct{})
+	go r.loop(ctx)
+	return nil
+}
+
+func (r *Reconciler) loop(ctx context.Context) {
+	defer close(r.done)
+	t := time.NewTicker(r.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := r.ReconcileOnce(ctx); err != nil && ctx.Err() == nil {
+			r.log.WarnContext(ctx, "reconcile", slog.Any("err", err))
+		}
+	}
+}
+
+// Stop stops the background passes and waits for a running one to end. It is
+// safe to call twice, and before Start.
+func (r *Reconciler) Stop() {
+	r.stop.Do(func() {
+		r.mu.Lock()
+		started := r.started
+		r.stopped = true
+		r.mu.Unlock()
+		if started {
+			r.cancel()
+			<-r.done
+		}
+	})
+}
+
+// Totals sums the Counts of all passes so far.
+func (r *Reconciler) Totals() Counts {
+	r.pass.Lock()
+	defer r.pass.Unlock()
+	return r.totals
+}
+
+// ReconcileOnce makes one pass over the pending turns and says what it did.
+// It goes on after a turn it cannot reconcile and returns those errors
+// joined.
+func (r *Reconciler) ReconcileOnce(ctx context.Context) (Counts, error) {
+	r.pass.Lock()
+	defer r.pass.Unlock()
+	var c Counts
+	defer func() { r.totals.add(c) }()
+
+	turns, err := r.turns.PendingTurns(ctx)
+	if err != nil {
+		return c, fmt.Errorf("reconcile: pending turns: %w", err)
+	}
+	queues, err := r.queue.Queues(ctx)
+	if err != nil {
+		return c, fmt.Errorf("reconcile: %w", err)
+	}
+	p := &pass{r: r, now: r.cfg.Now(), counts: &c, alive: map[string]bool{}, activeSince: map[string]time.Time{}}
+	var errs []error
+	for _, t := range turns {
+		if err := ctx.Err(); err != nil {
+			return c, err
+		}
+		c.Checked++
+		if err := p.turn(ctx, queues, t); err != nil {
+			c.Errors++
+			errs = append(errs, err)
+		}
+	}
+	r.activeSince = p.activeSince
+	return c, errors.Join(errs...)
+}
+
+// pass is the state of one ReconcileOnce.
+type pass struct {
+	r           *Reconciler
+	now         time.Time
+	counts      *Counts
+	alive       map[string]bool      // host -> alive, asked once per pass
+	activeSince map[string]time.Time // carried to the next pass
+}
+
+func (p *pass) hostAlive(ctx context.Context, host string) (bool, error) {
+	if a, ok := p.alive[host]; ok {
+		return a, nil
+	}
+	a, err := p.r.hosts.Alive(ctx, host)
+	if err != nil {
+		return false, err
+	}
+	p.alive[host] = a
+	return a, nil
+}
+
+func (p *pass) turn(ctx context.Context, queues []string, t chat.Turn) error {
+	if t.State.Final() {
+		return nil
+	}
+	tasks, err := p.r.queue.tasksIn(ctx, queues, t.ID)
+	if err != nil {
+		return fmt.Errorf("reconcile turn %s: %w", t.ID, err)
+	}
+	var live, archived []Task
+	for _, task := range tasks {
+		switch {
+		case task.State.live():
+			live = append(live, task)
+		case task.State == TaskArchived:
+			archived = append(archived, task)
+		}
+	}
+	if t.State == chat.StateRunning {
+		err = p.running(ctx, t, live, archived)
+	} else {
+		err = p.queued(ctx, t, live, archived)
+	}
+	if err != nil {
+		return fmt.Errorf("reconcile turn %s: %w", t.ID, err)
+	}
+	return nil
+}
+
+func (p *pass) queued(ctx context.Context, t chat.Turn, live, archived []Task) error {
+	if len(live) == 0 {
+		if len(archived) > 0 {
+			return p.settleFailed(ctx, t, archived)
+		}
+		if p.now.Sub(t.CreatedAt) < p.r.cfg.Grace {
+			return nil
+		}
+		if err := p.r.turns.Enqueue(ctx, t); err != nil {
+			return err
+		}
+		p.counts.Enqueued++
+		p.logAction(ctx, t, "enqueued", "its job was missing")
+		return nil
+	}
+	live, moved, err := p.leaveDeadHosts(ctx, t, live)
+	if err != nil || moved {
+		return err
+	}
+	// Only running jobs remain: their handler should claim the turn within
+	// milliseconds. One in a dead worker's queue will not; one elsewhere
+	// gets Grace.
+	for _, task := range live {
+		if task.State != TaskActive {
+			return nil // a job waits to run: nothing to do
+		}
+	}
+	deadHolder := false
+	for _, task := range live {
+		if task.Host != "" {
+			alive, err := p.hostAlive(ctx, task.Host)
+			if err != nil {
+				return err
+			}
+			deadHolder = deadHolder || !alive
+		}
+	}
+	since, seen := p.r.activeSince[t.ID]
+	if !seen {
+		since = p.now
+	}
+	if !deadHolder && p.now.Sub(since) < p.r.cfg.Grace {
+		p.activeSince[t.ID] = since
+		return nil
+	}
+	reason := "its job runs on a dead worker"
+	if !deadHolder {
+		reason = "its job has run for longer than the grace period without claiming it"
+	}
+	return p.rescue(ctx, t, reason)
+}
+
+func (p *pass) running(ctx context.Context, t chat.Turn, live, archived []Task) error {
+	alive, err := p.r.hosts.RunnerAlive(ctx, t.Runner)
+	if err != nil {
+		return err
+	}
+	if alive {
+		switch {
+		case len(live) > 0:
+			return nil
+		case len(archived) > 0:
+			// Its last handler gave up for good and nothing runs it.
+			return p.settleFailed(ctx, t, archived)
+		case t.StartedAt != nil && p.now.Sub(*t.StartedAt) > p.r.cfg.StuckAfter:
+			return p.rescue(ctx, t, "it has run for longer than the turn may, and it has no job")
+		}
+		return nil
+	}
+	if t.Fence >= int64(p.r.cfg.MaxAttempts) {
+		settled, err := p.settle(ctx, t, chat.StateInterrupted, chat.ReasonInterrupted, NoteInterrupted)
+		if err != nil {
+			return err
+		}
+		if settled {
+			p.counts.Interrupted++
+			p.logAction(ctx, t, "settled interrupted", fmt.Sprintf("its runner died and it was started %d times", t.Fence))
+		}
+		return p.deleteTasks(ctx, archived)
+	}
+	if len(live) == 0 && len(archived) > 0 {
+		return p.settleFailed(ctx, t, archived)
+	}
+	live, moved, err := p.leaveDeadHosts(ctx, t, live)
+	if err != nil || moved {
+		return err
+	}
+	for _, task := range live {
+		if task.State != TaskActive {
+			return nil // a job waits to run; a live worker takes the turn over
+		}
+	}
+	// Its job is gone, or asynq still counts it as running on the dead
+	// worker (asynq recovers it only after 60-120 s).
+	return p.rescue(ctx, t, "its runner died")
+}
+
+// leaveDeadHosts deletes the waiting jobs that sit in a dead worker's queue
+// and, when no other job waits for the turn, enqueues the turn again. It
+// returns the jobs left and whether any was moved.
+func (p *pass) leaveDeadHosts(ctx context.Context, t chat.Turn, live []Task) ([]Task, bool, error) {
+	var left []Task
+	moved, waitingElsewhere := false, false
+	for _, task := range live {
+		if task.Host != "" && task.State.waiting() {
+			alive, err := p.hostAlive(ctx, task.Host)
+			if err != nil {
+				return nil, false, err
+			}
+			if !alive {
+				if err := p.r.queue.DeleteTask(ctx, task); err != nil {
+					return nil, false, err
+				}
+				moved = true
+				continue
+			}
+		}
+		waitingElsewhere = waitingElsewhere || task.State.waiting()
+		left = append(left, task)
+	}
+	if !moved {
+		return left, false, nil
+	}
+	if !waitingElsewhere {
+		if err := p.r.turns.Enqueue(ctx, t); err != nil {
+			return nil, true, err
+		}
+	}
+	p.counts.Moved++
+	p.logAction(ctx, t, "moved", "its job sat in a dead worker's queue")
+	return left, true, nil
+}
+
+func (p *pass) rescue(ctx context.Context, t chat.Turn, reason string) error {
+	created, err := p.r.queue.Rescue(ctx, t.ID, t.Fence)
+	if err != nil {
+		return err
+	}
+	if created {
+		p.counts.Rescued++
+		p.logAction(ctx, t, "rescued", reason, slog.String("task", RescueTaskID(t.ID, t.Fence)))
+	}
+	return nil
+}
+
+func (p *pass) settleFailed(ctx context.Context, t chat.Turn, archived []Task) error {
+	last := archived[0]
+	for _, a := range archived[1:] {
+		if a.Retried > last.Retried {
+			last = a
+		}
+	}
+	note := fmt.Sprintf(noteFailedJob, last.Retried+1, cmp.Or(last.LastErr, "unknown"))
+	settled, err := p.settle(ctx, t, chat.StateFailed, chat.ReasonBackendError, note)
+	if err != nil {
+		return err
+	}
+	if settled {
+		p.counts.Failed++
+		p.logAction(ctx, t, "settled failed", "its job was archived", slog.Int("retried", last.Retried))
+	}
+	return p.deleteTasks(ctx, archived)
+}
+
+// settle settles t and reports whether it did; a turn that settled
+// meanwhile is not an error.
+func (p *pass) settle(ctx context.Context, t chat.Turn, state chat.State, reason chat.Reason, note string) (bool, error) {
+	err := p.r.turns.Settle(ctx, t.ID, state, reason, note)
+	switch {
+	case errors.Is(err, chat.ErrSettled):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, nil
+}
+
+func (p *pass) deleteTasks(ctx context.Context, tasks []Task) error {
+	var errs []error
+	for _, task := range tasks {
+		errs = append(errs, p.r.queue.DeleteTask(ctx, task))
+	}
+	return errors.Join(errs...)
+}
+
+func (p *pass) logAction(ctx context.Context, t chat.Turn, action, reason string, attrs ...any) {
+	attrs = append([]any{
+		slog.String("turn", t.ID), slog.String("state", string(t.State)),
+		slog.String("action", action), slog.String("reason", reason),
+	}, attrs...)
+	p.r.log.InfoContext(ctx, "reconciled turn", attrs...)
+}

@@ -1,0 +1,408 @@
+package worker
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	gocmp "github.com/google/go-cmp/cmp"
+
+	"github.com/prchat/prchat/chat"
+)
+
+// fakeTurns is a hand-written Turns: turns in memory, routed like chat's
+// Service (the session host's queue while that host is alive, else the
+// shared queue).
+type fakeTurns struct {
+	queue *Queue
+	hosts chat.Hosts
+
+	mu          sync.Mutex
+	turns       map[string]chat.Turn
+	sessionHost map[string]string
+	settled     map[string]settlement
+}
+
+type settlement struct {
+	State  chat.State
+	Reason chat.Reason
+	Note   string
+}
+
+func newFakeTurns(e env) *fakeTurns {
+	return &fakeTurns{queue: e.queue, hosts: e.hosts, turns: map[string]chat.Turn{}, sessionHost: map[string]string{}, settled: map[string]settlement{}}
+}
+
+func (f *fakeTurns) add(t chat.Turn, sessionHost string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.turns[t.ID] = t
+	f.sessionHost[t.ID] = sessionHost
+}
+
+func (f *fakeTurns) turn(id string) chat.Turn {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.turns[id]
+}
+
+func (f *fakeTurns) settlement(id string) (settlement, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.settled[id]
+	return s, ok
+}
+
+func (f *fakeTurns) PendingTurns(context.Context) ([]chat.Turn, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []chat.Turn
+	for _, t := range f.turns {
+		if !t.State.Final() {
+			out = append(out, t)
+		}
+	}
+	slices.SortFunc(out, func(a, b chat.Turn) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	return out, nil
+}
+
+func (f *fakeTurns) Enqueue(ctx context.Context, t chat.Turn) error {
+	f.mu.Lock()
+	host := f.sessionHost[t.ID]
+	f.mu.Unlock()
+	if alive, err := f.hosts.Alive(ctx, host); err != nil || !alive {
+		host = ""
+	}
+	if err := f.queue.Enqueue(ctx, t.ID, host); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t = f.turns[t.ID]
+	t.Queue = host
+	f.turns[t.ID] = t
+	return nil
+}
+
+func (f *fakeTurns) Settle(_ context.Context, turnID string, state chat.State, reason chat.Reason, note string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := f.turns[turnID]
+	if t.State.Final() {
+		return chat.ErrSettled
+	}
+	t.State, t.Reason, t.Note = state, reason, note
+	f.turns[turnID] = t
+	f.settled[turnID] = settlement{state, reason, note}
+	return nil
+}
+
+// clock is a settable time for ReconcilerConfig.Now.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// rsetup returns an env with fake Turns and a Reconciler on them whose clock
+// the test sets.
+func rsetup(t *testing.T, qcfg QueueConfig) (env, *fakeTurns, *Reconciler, *clock) {
+	t.Helper()
+	e := setupQueue(t, qcfg)
+	turns := newFakeTurns(e)
+	clk := &clock{now: time.Now()}
+	r, err := NewReconciler(turns, e.queue, e.hosts, ReconcilerConfig{Logger: testLogger(t), Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, turns, r, clk
+}
+
+func reconcile(t *testing.T, r *Reconciler) Counts {
+	t.Helper()
+	c, err := r.ReconcileOnce(t.Context())
+	if err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	return c
+}
+
+func ago(clk *clock, d time.Duration) time.Time { return clk.Now().Add(-d) }
+
+func TestReconcileEnqueuesMissingJob(t *testing.T) {
+	t.Parallel()
+	e, turns, r, clk := rsetup(t, QueueConfig{})
+	turns.add(chat.Turn{ID: "old", State: chat.StateQueued, CreatedAt: ago(clk, 10*time.Second)}, "")
+	turns.add(chat.Turn{ID: "new", State: chat.StateQueued, CreatedAt: ago(clk, 100*time.Millisecond)}, "")
+
+	if diff := gocmp.Diff(Counts{Checked: 2, Enqueued: 1}, reconcile(t, r)); diff != "" {
+		t.Errorf("first pass (-want +got):\n%s", diff)
+	}
+	if diff := gocmp.Diff([]string{"old@turns:pending"}, e.where(t, "old")); diff != "" {
+		t.Errorf("jobs of the old turn (-want +got):\n%s", diff)
+	}
+	if got := e.where(t, "new"); len(got) != 0 {
+		t.Errorf("a turn within its grace period got jobs %v", got)
+	}
+	// Once its job is there, nothing more happens.
+	if diff := gocmp.Diff(Counts{Checked: 2}, reconcile(t, r)); diff != "" {
+		t.Errorf("second pass (-want +got):\n%s", diff)
+	}
+}
+
+func TestReconcileAfterRedisLostItsData(t *testing.T) {
+	t.Parallel()
+	e, turns, r, clk := rsetup(t, QueueConfig{})
+	alive := NewIdentity("alive")
+	e.startHeartbeat(t, alive)
+	ids := []string{"t1", "t2", "t3"}
+	for i, id := range ids {
+		turn := chat.Turn{ID: id, State: chat.StateQueued, CreatedAt: ago(clk, time.Minute)}
+		turns.add(turn, []string{"", "alive", "gone"}[i])
+		if err := turns.Enqueue(t.Context(), turn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.rdb.FlushDB(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.startHeartbeat(t, NewIdentity("alive")) // the worker comes back with its next beat
+
+	if diff := gocmp.Diff(Counts{Checked: 3, Enqueued: 3}, reconcile(t, r)); diff != "" {
+		t.Errorf("counts (-want +got):\n%s", diff)
+	}
+	want := map[string][]string{
+		"t1": {"t1@turns:pending"},
+		"t2": {"t2@host:alive:pending"},
+		"t3": {"t3@turns:pending"},
+	}
+	for _, id := range ids {
+		if diff := gocmp.Diff(want[id], e.where(t, id)); diff != "" {
+			t.Errorf("jobs of %s (-want +got):\n%s", id, diff)
+		}
+	}
+}
+
+func TestReconcileSettlesArchivedJob(t *testing.T) {
+	t.Parallel()
+	e, turns, r, clk := rsetup(t, QueueConfig{MaxRetry: 1})
+	rec := newRecorder(func(context.Context, string, int) error { return errBoom })
+	e.startServer(t, "w1", rec, nil)
+	turns.add(chat.Turn{ID: "t1", State: chat.StateQueued, CreatedAt: ago(clk, time.Second)}, "")
+	if err := turns.Enqueue(t.Context(), turns.turn("t1")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "job archived", func() bool {
+		return slices.Equal(e.where(t, "t1"), []string{"t1@turns:archived"})
+	})
+
+	if diff := gocmp.Diff(Counts{Checked: 1, Failed: 1}, reconcile(t, r)); diff != "" {
+		t.Errorf("counts (-want +got):\n%s", diff)
+	}
+	s, ok := turns.settlement("t1")
+	if !ok || s.State != chat.StateFailed || s.Reason != chat.ReasonBackendError || !strings.Contains(s.Note, errBoom.Error()) {
+		t.Errorf("settled %+v (%v), want failed, backend_error, a note with %q", s, ok, errBoom)
+	}
+	if got := e.where(t, "t1"); len(got) != 0 {
+		t.Errorf("archived job left: %v", got)
+	}
+}
+
+func TestReconcileMovesJobsOutOfDeadHostQueues(t *testing.T) {
+	t.Parallel()
+	e, turns, r, clk := rsetup(t, QueueConfig{})
+	e.startHeartbeat(t, NewIdentity("alive"))
+	for id, host := range map[string]string{"on-dead": "dead", "on-alive": "alive"} {
+		turns.add(chat.Turn{ID: id, State: chat.StateQueued, Queue: host, CreatedAt: ago(clk, time.Minute)}, host)
+		if err := e.queue.Enqueue(t.Context(), id, host); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if diff := gocmp.Diff(Counts{Checked: 2, Moved: 1}, reconcile(t, r)); diff != "" {
+		t.Errorf("counts (-want +got):\n%s", diff)
+	}
+	if diff := gocmp.Diff([]string{"on-dead@turns:pending"}, e.where(t, "on-dead")); diff != "" {
+		t.Errorf("jobs of the dead host's turn (-want +got):\n%s", diff)
+	}
+	if q := turns.turn("on-dead").Queue; q != "" {
+		t.Errorf("moved turn records queue %q, want the shared one", q)
+	}
+	if diff := gocmp.Diff([]string{"on-alive@host:alive:pending"}, e.where(t, "on-alive")); diff != "" {
+		t.Errorf("jobs of the live host's turn (-want +got):\n%s", diff)
+	}
+}
+
+func TestReconcileRunningTurns(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		runner    string // "alive" = a runner with a heartbeat
+		fence     int64
+		job       string // host of the turn's job; "-" = none
+		started   time.Duration
+		want      Counts
+		wantJobs  []string
+		wantState chat.State
+	}{
+		{
+			name: "dead runner, no job: rescued", runner: "dead/1", fence: 1, job: "-",
+			want: Counts{Checked: 1, Rescued: 1}, wantJobs: []string{"t~1@turns:pending"}, wantState: chat.StateRunning,
+		},
+		{
+			name: "dead runner, tried too often: interrupted", runner: "dead/1", fence: 3, job: "-",
+			want: Counts{Checked: 1, Interrupted: 1}, wantState: chat.StateInterrupted,
+		},
+		{
+			name: "dead runner, job waiting in the shared queue: left", runner: "dead/1", fence: 1, job: "",
+			want: Counts{Checked: 1}, wantJobs: []string{"t@turns:pending"}, wantState: chat.StateRunning,
+		},
+		{
+			name: "dead runner, job waiting in its dead host's queue: moved", runner: "dead/1", fence: 2, job: "dead",
+			want: Counts{Checked: 1, Moved: 1}, wantJobs: []string{"t@turns:pending"}, wantState: chat.StateRunning,
+		},
+		{
+			name: "live runner, no job: left", runner: "alive", fence: 1, job: "-", started: time.Minute,
+			want: Counts{Checked: 1}, wantState: chat.StateRunning,
+		},
+		{
+			name: "live runner, no job for too long: rescued", runner: "alive", fence: 1, job: "-", started: time.Hour,
+			want: Counts{Checked: 1, Rescued: 1}, wantJobs: []string{"t~1@turns:pending"}, wantState: chat.StateRunning,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e, turns, r, clk := rsetup(t, QueueConfig{})
+			runner := tc.runner
+			if runner == "alive" {
+				runner = e.startHeartbeat(t, NewIdentity("w1")).Runner()
+			}
+			started := ago(clk, cmp.Or(tc.started, time.Minute))
+			turns.add(chat.Turn{ID: "t", State: chat.StateRunning, Runner: runner, Fence: tc.fence,
+				CreatedAt: ago(clk, 2*time.Hour), StartedAt: &started}, "")
+			if tc.job != "-" {
+				if err := e.queue.Enqueue(t.Context(), "t", tc.job); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			if diff := gocmp.Diff(tc.want, reconcile(t, r)); diff != "" {
+				t.Errorf("counts (-want +got):\n%s", diff)
+			}
+			if diff := gocmp.Diff(tc.wantJobs, e.where(t, "t")); diff != "" {
+				t.Errorf("jobs (-want +got):\n%s", diff)
+			}
+			if got := turns.turn("t"); got.State != tc.wantState {
+				t.Errorf("turn state %s, want %s", got.State, tc.wantState)
+			}
+			if tc.wantState == chat.StateInterrupted {
+				want := settlement{chat.StateInterrupted, chat.ReasonInterrupted, NoteInterrupted}
+				if s, _ := turns.settlement("t"); s != want {
+					t.Errorf("settled %+v, want %+v", s, want)
+				}
+			}
+			// A second pass changes nothing: every action is idempotent.
+			if diff := gocmp.Diff(Counts{Checked: tc.want.Checked - tc.want.Interrupted}, reconcile(t, r)); diff != "" {
+				t.Errorf("second pass (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A worker dies while running a turn: asynq still counts its job as active
+// (for 60-120 s). The reconciler's rescue job lets a live worker take the
+// turn over at once.
+func TestReconcileRescuesTurnOfDeadWorker(t *testing.T) {
+	t.Parallel()
+	e, turns, r, clk := rsetup(t, QueueConfig{})
+	hung := newRecorder(func(ctx context.Context, _ string, _ int) error { <-ctx.Done(); return ctx.Err() })
+	dead := e.startServer(t, "dead", hung, func(c *ServerConfig) { c.Concurrency = 1 })
+	started := ago(clk, time.Second)
+	turns.add(chat.Turn{ID: "t", State: chat.StateRunning, Runner: dead.Runner(), Fence: 1,
+		CreatedAt: ago(clk, time.Minute), StartedAt: &started}, "dead")
+	if err := e.queue.Enqueue(t.Context(), "t", "dead"); err != nil {
+		t.Fatal(err)
+	}
+	hung.next(t, 2*time.Second) // the job is active on "dead", which sends no heartbeat
+
+	rec := newRecorder(nil)
+	liveID := NewIdentity("live")
+	live := e.startServer(t, "live", rec, func(c *ServerConfig) { c.Identity = liveID })
+	e.startHeartbeat(t, liveID)
+
+	if diff := gocmp.Diff(Counts{Checked: 1, Rescued: 1}, reconcile(t, r)); diff != "" {
+		t.Errorf("counts (-want +got):\n%s", diff)
+	}
+	if got := rec.next(t, 2*time.Second); got != (call{"t", live.Runner()}) {
+		t.Errorf("rescue ran %+v, want turn t on %s", got, live.Runner())
+	}
+}
+
+// A queued turn's job runs but never claims the turn (its worker died right
+// after taking it): after the grace period the turn gets a rescue job.
+func TestReconcileRescuesUnclaimedActiveJob(t *testing.T) {
+	t.Parallel()
+	e, turns, r, clk := rsetup(t, QueueConfig{})
+	hung := newRecorder(func(ctx context.Context, _ string, _ int) error { <-ctx.Done(); return ctx.Err() })
+	e.startServer(t, "w1", hung, func(c *ServerConfig) { c.Concurrency = 1 })
+	turns.add(chat.Turn{ID: "t", State: chat.StateQueued, CreatedAt: ago(clk, time.Minute)}, "")
+	if err := e.queue.Enqueue(t.Context(), "t", ""); err != nil {
+		t.Fatal(err)
+	}
+	hung.next(t, 2*time.Second)
+
+	if diff := gocmp.Diff(Counts{Checked: 1}, reconcile(t, r)); diff != "" {
+		t.Errorf("first pass (-want +got):\n%s", diff)
+	}
+	clk.Add(time.Second)
+	if diff := gocmp.Diff(Counts{Checked: 1}, reconcile(t, r)); diff != "" {
+		t.Errorf("pass within the grace period (-want +got):\n%s", diff)
+	}
+	clk.Add(2 * time.Second)
+	if diff := gocmp.Diff(Counts{Checked: 1, Rescued: 1}, reconcile(t, r)); diff != "" {
+		t.Errorf("pass after the grace period (-want +got):\n%s", diff)
+	}
+	if diff := gocmp.Diff([]string{"t@turns:active", "t~0@turns:pending"}, e.where(t, "t")); diff != "" {
+		t.Errorf("jobs (-want +got):\n%s", diff)
+	}
+}
+
+func TestReconcilerStartStop(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	turns := newFakeTurns(e)
+	turns.add(chat.Turn{ID: "t", State: chat.StateQueued, CreatedAt: time.Now().Add(-time.Minute)}, "")
+	r, err := NewReconciler(turns, e.queue, e.hosts, ReconcilerConfig{Interval: 20 * time.Millisecond, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Stop() // before Start is fine
+	r, _ = NewReconciler(turns, e.queue, e.hosts, ReconcilerConfig{Interval: 20 * time.Millisecond, Logger: testLogger(t)})
+	if err := r.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(t.Context()); err == nil {
+		t.Error("started twice")
+	}
+	eventually(t, 5*time.Second, "background pass", func() bool { return len(e.where(t, "t")) == 1 })
+	r.Stop()
+	r.Stop()
+	if got := r.Totals(); got.Enqueued != 1 || got.Checked < 1 {
+		t.Errorf("totals %+v, want one enqueued", got)
+	}
+}

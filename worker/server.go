@@ -1,0 +1,256 @@
+package worker
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+)
+
+// TurnRunner runs one turn; implemented by *chat.Service.
+//
+// Run returns nil when the turn needs no more runs (it settled it, found it
+// settled, or another live run holds it) and an error when the turn should
+// be run again (transient trouble, this worker shutting down).
+type TurnRunner interface {
+	Run(ctx context.Context, turnID, runner string) error
+}
+
+// ServerConfig configures a Server.
+type ServerConfig struct {
+	// Identity is the worker run: its ID names the host queue consumed
+	// (host:<id>), its Runner is passed to the TurnRunner. Required.
+	Identity Identity
+	// Concurrency is how many turns run at once. Default 4.
+	Concurrency int
+	// TaskCheckInterval is how long an idle worker waits before looking for
+	// new jobs again (asynq sleeps between a half and one and a half of it).
+	// Default 10ms, so a turn starts within milliseconds.
+	TaskCheckInterval time.Duration
+	// DelayedTaskCheckInterval is how often jobs waiting for a retry are
+	// made ready. Default 500ms.
+	DelayedTaskCheckInterval time.Duration
+	// RetryDelay is the wait before a failed job's first retry; it doubles
+	// with every retry up to MaxRetryDelay. A cancelled job is always
+	// retried once (its handler then finds the turn settled), so keep it
+	// short. Default 500ms.
+	RetryDelay time.Duration
+	// MaxRetryDelay caps the wait before a retry. Default 2s.
+	MaxRetryDelay time.Duration
+	// ShutdownTimeout is how long Stop lets running turns finish; then their
+	// contexts are cancelled and their jobs put back in their queues, and
+	// Stop waits as long again for the handlers to return. Default 10s.
+	ShutdownTimeout time.Duration
+	// Logger receives the server's and asynq's logs. Default: discard.
+	Logger *slog.Logger
+}
+
+func (c ServerConfig) withDefaults() ServerConfig {
+	c.Concurrency = cmp.Or(c.Concurrency, 4)
+	c.TaskCheckInterval = cmp.Or(c.TaskCheckInterval, 10*time.Millisecond)
+	c.DelayedTaskCheckInterval = cmp.Or(c.DelayedTaskCheckInterval, 500*time.Millisecond)
+	c.RetryDelay = cmp.Or(c.RetryDelay, 500*time.Millisecond)
+	c.MaxRetryDelay = cmp.Or(c.MaxRetryDelay, 2*time.Second)
+	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 10*time.Second)
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
+	return c
+}
+
+func (c ServerConfig) validate() error {
+	if err := c.Identity.validate(); err != nil {
+		return err
+	}
+	switch {
+	case c.Concurrency < 1 || c.Concurrency > 1000:
+		return fmt.Errorf("worker concurrency %d is outside 1..1000", c.Concurrency)
+	case c.TaskCheckInterval < time.Millisecond:
+		return fmt.Errorf("task check interval %v is under 1ms", c.TaskCheckInterval)
+	case c.DelayedTaskCheckInterval < 10*time.Millisecond:
+		return fmt.Errorf("delayed task check interval %v is under 10ms", c.DelayedTaskCheckInterval)
+	case c.RetryDelay <= 0 || c.MaxRetryDelay < c.RetryDelay:
+		return fmt.Errorf("retry delay %v must be positive and at most the max retry delay %v", c.RetryDelay, c.MaxRetryDelay)
+	case c.ShutdownTimeout <= 0:
+		return fmt.Errorf("shutdown timeout %v must be positive", c.ShutdownTimeout)
+	}
+	return nil
+}
+
+// Server runs the turn jobs of one worker: it consumes the worker's own
+// queue host:<id> first and the shared queue "turns" when that is empty, and
+// hands each turn:run job to the TurnRunner.
+type Server struct {
+	rdb    redis.UniversalClient
+	runner TurnRunner
+	cfg    ServerConfig
+	log    *slog.Logger
+
+	mu       sync.Mutex
+	srv      *asynq.Server
+	stopped  bool
+	draining bool
+	cancel   context.CancelFunc // of the handlers' base context
+	quit     chan struct{}      // closed when Stop begins
+	handlers sync.WaitGroup
+	stop     sync.Once
+}
+
+// NewServer returns a Server that runs turns with runner.
+func NewServer(rdb redis.UniversalClient, runner TurnRunner, cfg ServerConfig) (*Server, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("worker server config: %w", err)
+	}
+	if rdb == nil || runner == nil {
+		return nil, errors.New("worker server: a Redis client and a TurnRunner are required")
+	}
+	return &Server{
+		rdb:    rdb,
+		runner: runner,
+		cfg:    cfg,
+		log:    cfg.Logger.With(slog.String("worker", cfg.Identity.ID)),
+		quit:   make(chan struct{}),
+	}, nil
+}
+
+// Runner is the runner id the Server passes to the TurnRunner.
+func (s *Server) Runner() string { return s.cfg.Identity.Runner() }
+
+// Start starts taking jobs. Handlers run under a context that keeps ctx's
+// values but not its cancellation; when ctx ends, the Server stops as if
+// Stop were called.
+func (s *Server) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.stopped:
+		return errors.New("worker server: stopped")
+	case s.srv != nil:
+		return errors.New("worker server: already started")
+	}
+	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	srv := asynq.NewServerFromRedisClient(s.rdb, asynq.Config{
+		Concurrency:              s.cfg.Concurrency,
+		BaseContext:              func() context.Context { return base },
+		TaskCheckInterval:        s.cfg.TaskCheckInterval,
+		DelayedTaskCheckInterval: s.cfg.DelayedTaskCheckInterval,
+		RetryDelayFunc:           s.retryDelay,
+		Queues: map[string]int{
+			HostQueue(s.cfg.Identity.ID): 2,
+			SharedQueue:                  1,
+		},
+		StrictPriority:  true,
+		ShutdownTimeout: s.cfg.ShutdownTimeout,
+		Logger:          asynqLogger{s.log.With(slog.String("component", "asynq"))},
+		LogLevel:        asynqLevel(s.log),
+		HealthCheckFunc: func(err error) {
+			if err != nil {
+				s.log.Warn("redis health check failed", slog.Any("err", err))
+			}
+		},
+	})
+	mux := asynq.NewServeMux()
+	mux.HandleFunc(TaskType, s.handle)
+	if err := srv.Start(mux); err != nil {
+		cancel()
+		return fmt.Errorf("start worker server: %w", err)
+	}
+	s.srv, s.cancel = srv, cancel
+	go func() {
+		select {
+		case <-ctx.Done():
+			s.Stop()
+		case <-s.quit:
+		}
+	}()
+	s.log.InfoContext(ctx, "worker server started",
+		slog.String("runner", s.Runner()), slog.Int("concurrency", s.cfg.Concurrency),
+		slog.String("host_queue", HostQueue(s.cfg.Identity.ID)))
+	return nil
+}
+
+func (s *Server) retryDelay(n int, _ error, _ *asynq.Task) time.Duration {
+	d := s.cfg.RetryDelay
+	for i := 0; i < n && d < s.cfg.MaxRetryDelay; i++ {
+		d *= 2
+	}
+	return min(d, s.cfg.MaxRetryDelay)
+}
+
+// handle runs one turn:run job.
+func (s *Server) handle(ctx context.Context, t *asynq.Task) error {
+	var p payload
+	if err := json.Unmarshal(t.Payload(), &p); err != nil || p.TurnID == "" {
+		id, _ := asynq.GetTaskID(ctx)
+		s.log.ErrorContext(ctx, "malformed turn job; archived", slog.String("task", id), slog.Int("payload_bytes", len(t.Payload())))
+		return fmt.Errorf("turn job %s: payload is not {\"turn_id\": ...}: %w", id, asynq.SkipRetry)
+	}
+	if !s.track() {
+		return fmt.Errorf("turn %s: worker is shutting down", p.TurnID)
+	}
+	defer s.handlers.Done()
+
+	taskID, _ := asynq.GetTaskID(ctx)
+	queue, _ := asynq.GetQueueName(ctx)
+	retried, _ := asynq.GetRetryCount(ctx)
+	log := s.log.With(slog.String("turn", p.TurnID), slog.String("task", taskID), slog.String("queue", queue))
+	log.DebugContext(ctx, "turn job started", slog.Int("retried", retried))
+	start := time.Now()
+	err := s.runner.Run(ctx, p.TurnID, s.Runner())
+	if err != nil {
+		log.WarnContext(ctx, "turn job failed; it will be retried", slog.Any("err", err), slog.Int("retried", retried), slog.Duration("took", time.Since(start)))
+		return err
+	}
+	log.DebugContext(ctx, "turn job done", slog.Duration("took", time.Since(start)))
+	return nil
+}
+
+// track counts a running handler, unless the Server is draining.
+func (s *Server) track() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining {
+		return false
+	}
+	s.handlers.Add(1)
+	return true
+}
+
+// Stop stops taking jobs and shuts the server down: running turns get
+// ShutdownTimeout to finish, then their contexts are cancelled and their
+// jobs go back to their queues for another worker (or the Reconciler) to
+// take. Stop waits for the handlers to return, at most ShutdownTimeout more.
+// It is safe to call twice, and before Start.
+func (s *Server) Stop() {
+	s.stop.Do(func() {
+		s.mu.Lock()
+		s.stopped = true
+		srv, cancel := s.srv, s.cancel
+		s.mu.Unlock()
+		close(s.quit)
+		if srv == nil {
+			return
+		}
+		srv.Stop()     // take no more jobs
+		srv.Shutdown() // wait, then cancel and requeue what still runs
+		cancel()
+
+		s.mu.Lock()
+		s.draining = true
+		s.mu.Unlock()
+		done := make(chan struct{})
+		go func() { s.handlers.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(s.cfg.ShutdownTimeout):
+			s.log.Warn("turn handlers still running after shutdown")
+		}
+		s.log.Info("worker server stopped", slog.String("runner", s.Runner()))
+	})
+}
