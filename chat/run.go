@@ -434,3 +434,9 @@ func joinNotes(a, b string) string {
 	}
 	return a + "\n" + b
 }
+
+// Running reports whether this process is running the turn now.
+func (s *Service) Running(turnID string) bool {
+	_, ok := s.inflight.Load(turnID)
+	return ok
+}

@@ -1,0 +1,403 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prchat/prchat/agentsession/scripted"
+	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/store"
+	"github.com/prchat/prchat/worker/workertest"
+)
+
+// mode is a database + Redis pair a daemon test runs on.
+type mode struct {
+	name string
+	// real: Postgres and Redis from the test environment; else the
+	// embedded SQLite and Redis.
+	real bool
+}
+
+// modes lists the embedded default always, and Postgres + Redis when the
+// test environment names them.
+func modes(t *testing.T) []mode {
+	ms := []mode{{name: "embedded"}}
+	if os.Getenv("PRCHAT_TEST_DATABASE_URL") != "" && os.Getenv("PRCHAT_TEST_REDIS_URL") != "" {
+		ms = append(ms, mode{name: "postgres+redis", real: true})
+	}
+	return ms
+}
+
+// postgresURL returns a URL of the test Postgres whose search_path is a new
+// schema of the test's own, dropped when the test ends.
+func postgresURL(t *testing.T) string {
+	t.Helper()
+	base := os.Getenv("PRCHAT_TEST_DATABASE_URL")
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := "prchat_e2e_" + strings.ReplaceAll(uuid.NewString(), "-", "")
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Config{DatabaseURL: u.String(), MaxOpenConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DB().WithContext(ctx).Exec("CREATE SCHEMA " + schema).Error; err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = st.DB().WithContext(context.Background()).Exec("DROP SCHEMA " + schema + " CASCADE").Error
+		_ = st.Close()
+	})
+	return u.String()
+}
+
+// env is a booted daemon with a registered repository.
+type env struct {
+	t        *testing.T
+	cfg      Config
+	opts     options
+	d        *daemon
+	url      string
+	scripted *scripted.Backend
+	repo     string // owner/name
+	repoDir  string
+	head     string
+	base     string
+}
+
+// setup boots a serve daemon on 127.0.0.1:0 in mode m, with a scripted
+// backend, and registers a git repository with two commits.
+func setup(t *testing.T, m mode, change func(*Config)) *env {
+	t.Helper()
+	e := prepare(t, m, change)
+	e.serve(roleOf("serve"))
+	return e
+}
+
+// prepare makes the configuration and the git repository of a test but
+// starts nothing. A test that runs the API and the worker apart gets a
+// Redis URL in every mode.
+func prepare(t *testing.T, m mode, change func(*Config)) *env {
+	t.Helper()
+	e := &env{t: t, scripted: scripted.New("")}
+	cfg, err := loadConfig("serve", nil, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Listen = "127.0.0.1:0"
+	cfg.DataDir = t.TempDir()
+	cfg.WorkerID = "w-" + uuid.NewString()[:8]
+	cfg.ReconcileInterval = 200 * time.Millisecond
+	if m.real {
+		cfg.DatabaseURL = postgresURL(t)
+		cfg.RedisURL = workertest.RedisURL(t)
+	}
+	if change != nil {
+		change(&cfg)
+	}
+	e.cfg = cfg
+	e.opts = options{backends: []chat.Backend{e.scripted}, heartbeatTTL: 2 * time.Second, reconcileGrace: 300 * time.Millisecond}
+	e.repoDir, e.head, e.base = gitRepo(t)
+	e.repo = "acme/widget"
+	return e
+}
+
+// serve boots a daemon with role r; the first one with an API becomes the
+// one requests go to, and gets the repository registered.
+func (e *env) serve(r role) *daemon {
+	e.t.Helper()
+	d := e.boot(r, e.cfg)
+	if r.api && e.d == nil {
+		e.d, e.url = d, d.URL()
+		e.do("POST", "/api/v1/repos", map[string]any{"name": e.repo, "clone_path": e.repoDir}, http.StatusCreated, nil)
+	}
+	return d
+}
+
+// boot starts a daemon with role r; it stops when the test ends.
+func (e *env) boot(r role, cfg Config) *daemon {
+	e.t.Helper()
+	d, err := start(context.Background(), cfg, r, e.opts)
+	if err != nil {
+		e.t.Fatalf("start daemon: %v", err)
+	}
+	e.t.Cleanup(d.Stop)
+	return d
+}
+
+// gitRepo makes a repository with two commits and returns its path, head
+// and base.
+func gitRepo(t *testing.T) (dir, head, base string) {
+	t.Helper()
+	dir = t.TempDir()
+	git := func(args ...string) string {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
+			"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	write := func(name, text string) {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git("init", "-q", "-b", "main")
+	write("main.go", "package main\n\nfunc main() {\n\tloadSettings(\"app.toml\")\n}\n")
+	write("settings/settings.go", "package settings\n\n// Load reads the file.\nfunc Load(path string) error {\n\treturn nil\n}\n")
+	git("add", ".")
+	git("commit", "-q", "-m", "first")
+	base = git("rev-parse", "HEAD")
+	write("settings/settings.go", "package settings\n\nimport \"errors\"\n\nvar errEmptyPath = errors.New(\"empty path\")\n\n// Load reads the settings file at path.\nfunc Load(path string) error {\n\tif path == \"\" {\n\t\treturn errEmptyPath\n\t}\n\treturn nil\n}\n")
+	git("commit", "-q", "-am", "second")
+	head = git("rev-parse", "HEAD")
+	return dir, head, base
+}
+
+// do sends a JSON request and checks the status; out receives the body.
+func (e *env) do(method, path string, body any, want int, out any) []byte {
+	e.t.Helper()
+	return doAt(e.t, e.url, method, path, body, want, out)
+}
+
+func doAt(t *testing.T, base, method, path string, body any, want int, out any) []byte {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		rd = bytes.NewReader(b)
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, base+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		t.Fatalf("%s %s: status %d, want %d: %s", method, path, resp.StatusCode, want, raw)
+	}
+	if resp.Header.Get("X-Request-Id") == "" {
+		t.Errorf("%s %s: no X-Request-Id", method, path)
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatalf("%s %s: decode %s: %v", method, path, raw, err)
+		}
+	}
+	return raw
+}
+
+// review records a review of PR 7 with backend and returns its version.
+func (e *env) review(backend string, extra map[string]any) int {
+	e.t.Helper()
+	body := map[string]any{"head_sha": e.head, "base_sha": e.base, "backend": backend, "markdown": "Load now refuses an empty path."}
+	for k, v := range extra {
+		body[k] = v
+	}
+	var r struct{ Version int }
+	e.do("POST", "/api/v1/repos/"+e.repo+"/pulls/7/reviews", body, http.StatusCreated, &r)
+	return r.Version
+}
+
+type turnJSON struct {
+	ConversationID string       `json:"conversation_id"`
+	Number         int          `json:"number"`
+	State          string       `json:"state"`
+	Answer         *chat.Answer `json:"answer"`
+	Note           string       `json:"note"`
+	Reason         string       `json:"reason"`
+	Session        string       `json:"session"`
+	Usage          chat.Usage   `json:"usage"`
+}
+
+// ask starts a conversation about version v and returns its id.
+func (e *env) ask(v int, question string) (string, turnJSON) {
+	e.t.Helper()
+	var out struct {
+		Conversation struct{ ID string }
+		Turn         turnJSON
+	}
+	e.do("POST", fmt.Sprintf("/api/v1/repos/%s/pulls/7/reviews/%d/conversations", e.repo, v), map[string]any{"question": question}, http.StatusAccepted, &out)
+	if out.Turn.State != "queued" || out.Turn.Number != 1 {
+		e.t.Fatalf("new turn = %+v", out.Turn)
+	}
+	return out.Conversation.ID, out.Turn
+}
+
+// wait long-polls a turn until it is settled.
+func (e *env) wait(conv string, n int) turnJSON {
+	e.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		var t turnJSON
+		e.do("GET", fmt.Sprintf("/api/v1/conversations/%s/turns/%d?wait=5s", conv, n), nil, http.StatusOK, &t)
+		if chat.State(t.State).Final() {
+			return t
+		}
+	}
+	e.t.Fatalf("turn %s/%d did not settle", conv, n)
+	return turnJSON{}
+}
+
+// waitState polls a turn until it reaches state.
+func (e *env) waitState(conv string, n int, state string) {
+	e.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		var t turnJSON
+		e.do("GET", fmt.Sprintf("/api/v1/conversations/%s/turns/%d", conv, n), nil, http.StatusOK, &t)
+		if t.State == state {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	e.t.Fatalf("turn %s/%d never reached %s", conv, n, state)
+}
+
+// checkAnswer checks an answer against the schema and every citation
+// against the lines of the head commit.
+func (e *env) checkAnswer(a *chat.Answer) {
+	e.t.Helper()
+	if a == nil {
+		e.t.Fatal("no answer")
+	}
+	raw, err := json.Marshal(a)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := chat.ParseAnswer(raw, ""); err != nil {
+		e.t.Fatalf("answer breaks the schema: %v\n%s", err, raw)
+	}
+	for _, c := range a.Citations {
+		out, err := exec.Command("git", "-C", e.repoDir, "show", e.head+":"+c.Path).Output()
+		if err != nil {
+			e.t.Fatalf("citation %s is not a file at the head: %v", c.Path, err)
+		}
+		n := strings.Count(string(out), "\n")
+		if !strings.HasSuffix(string(out), "\n") {
+			n++
+		}
+		if c.StartLine < 1 || c.EndLine < c.StartLine || c.EndLine > n {
+			e.t.Fatalf("citation %s:%d-%d is outside the file's %d lines", c.Path, c.StartLine, c.EndLine, n)
+		}
+	}
+}
+
+// goodAnswer is a valid answer about the test repository.
+func goodAnswer(text string) *chat.Answer {
+	return &chat.Answer{AnswerMarkdown: text, Citations: []chat.Citation{{Path: "settings/settings.go", StartLine: 8, EndLine: 12}}}
+}
+
+func TestEndToEndLocalBackend(t *testing.T) {
+	t.Parallel()
+	for _, m := range modes(t) {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			e := setup(t, m, nil)
+			v := e.review("local", nil)
+			conv, _ := e.ask(v, "Why does Load return errEmptyPath?")
+			got := e.wait(conv, 1)
+			if got.State != "succeeded" {
+				t.Fatalf("turn = %+v", got)
+			}
+			e.checkAnswer(got.Answer)
+			if len(got.Answer.Citations) == 0 || got.Answer.Citations[0].Path != "settings/settings.go" {
+				t.Errorf("citations = %+v, want settings/settings.go first", got.Answer.Citations)
+			}
+			if got.Session != "none" {
+				t.Errorf("session = %q, want none", got.Session)
+			}
+
+			// The conversation lists its turn; the PR lists the conversation.
+			var c struct {
+				ID    string
+				Turns []turnJSON
+			}
+			e.do("GET", "/api/v1/conversations/"+conv, nil, http.StatusOK, &c)
+			if len(c.Turns) != 1 || c.Turns[0].State != "succeeded" {
+				t.Errorf("conversation turns = %+v", c.Turns)
+			}
+			var list struct{ Conversations []struct{ ID string } }
+			e.do("GET", "/api/v1/repos/"+e.repo+"/pulls/7/conversations", nil, http.StatusOK, &list)
+			if len(list.Conversations) != 1 || list.Conversations[0].ID != conv {
+				t.Errorf("conversations = %+v", list.Conversations)
+			}
+		})
+	}
+}
+
+func TestBusyWhileATurnIsPending(t *testing.T) {
+	t.Parallel()
+	for _, m := range modes(t) {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			e := setup(t, m, nil)
+			release := make(chan struct{})
+			e.scripted.Push(scripted.Step{Wait: release, Answer: goodAnswer("first")}, scripted.Step{Answer: goodAnswer("second")})
+			v := e.review("scripted", nil)
+			conv, _ := e.ask(v, "First question?")
+			e.waitState(conv, 1, "running")
+
+			var errBody struct{ Error struct{ Code, Message, TraceID string } }
+			e.do("POST", "/api/v1/conversations/"+conv+"/turns", map[string]any{"question": "Second?"}, http.StatusConflict, &errBody)
+			if errBody.Error.Code != "busy" {
+				t.Fatalf("error = %+v, want busy", errBody.Error)
+			}
+			close(release)
+			if got := e.wait(conv, 1); got.State != "succeeded" {
+				t.Fatalf("turn 1 = %+v", got)
+			}
+			var next struct{ Turn turnJSON }
+			e.do("POST", "/api/v1/conversations/"+conv+"/turns", map[string]any{"question": "Second?"}, http.StatusAccepted, &next)
+			if next.Turn.Number != 2 {
+				t.Fatalf("turn = %+v", next.Turn)
+			}
+			got := e.wait(conv, 2)
+			if got.State != "succeeded" || got.Answer.AnswerMarkdown != "second" {
+				t.Fatalf("turn 2 = %+v", got)
+			}
+			if got.Session != "resumed" {
+				t.Errorf("turn 2 session = %q, want resumed", got.Session)
+			}
+		})
+	}
+}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/hibiken/asynq"
+	"github.com/prchat/prchat/worker/workertest"
+	"github.com/redis/go-redis/v9"
+)
+
+// splitSetup prepares a test whose API and worker run as separate daemons
+// on one database and one Redis, and starts the API alone.
+func splitSetup(t *testing.T, m mode) *env {
+	t.Helper()
+	e := prepare(t, m, func(c *Config) {
+		if c.RedisURL == "" {
+			c.RedisURL = workertest.RedisURL(t)
+		}
+	})
+	e.serve(role{api: true})
+	return e
+}
+
+func redisClient(t *testing.T, rawURL string) *redis.Client {
+	t.Helper()
+	opt, err := redis.ParseURL(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(opt)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestReconcilerRecoversLostJobs: Redis loses every job of queued turns;
+// the worker's reconciler enqueues them again and they are answered.
+func TestReconcilerRecoversLostJobs(t *testing.T) {
+	t.Parallel()
+	for _, m := range modes(t) {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			e := splitSetup(t, m)
+			v := e.review("local", nil)
+			a, _ := e.ask(v, "Where is Load?")
+			b, _ := e.ask(v, "Where is main?")
+			rdb := redisClient(t, e.cfg.RedisURL)
+			if n, err := rdb.Keys(context.Background(), "asynq:*").Result(); err != nil || len(n) == 0 {
+				t.Fatalf("expected asynq keys before the flush, got %v %v", n, err)
+			}
+			if err := rdb.FlushDB(context.Background()).Err(); err != nil {
+				t.Fatal(err)
+			}
+			e.serve(role{worker: true})
+			for _, conv := range []string{a, b} {
+				if got := e.wait(conv, 1); got.State != "succeeded" {
+					t.Fatalf("turn of %s = %+v", conv, got)
+				}
+			}
+		})
+	}
+}
+
+// TestReconcilerSettlesArchivedJobs: a turn whose job was archived is
+// settled as failed with a reason, not left queued.
+func TestReconcilerSettlesArchivedJobs(t *testing.T) {
+	t.Parallel()
+	for _, m := range modes(t) {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			e := splitSetup(t, m)
+			v := e.review("local", nil)
+			conv, _ := e.ask(v, "Where is Load?")
+			turn, err := e.d.store.Turn(context.Background(), conv, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			insp := asynq.NewInspectorFromRedisClient(redisClient(t, e.cfg.RedisURL))
+			if err := insp.ArchiveTask("turns", turn.ID); err != nil {
+				t.Fatalf("archive task: %v", err)
+			}
+			e.serve(role{worker: true})
+			got := e.wait(conv, 1)
+			if got.State != "failed" || got.Reason == "" || got.Note == "" {
+				t.Fatalf("turn = %+v, want failed with a reason and a note", got)
+			}
+			// The conversation takes the next question.
+			e.do("POST", "/api/v1/conversations/"+conv+"/turns", map[string]any{"question": "Again?"}, http.StatusAccepted, nil)
+			if got := e.wait(conv, 2); got.State != "succeeded" {
+				t.Fatalf("turn 2 = %+v", got)
+			}
+		})
+	}
+}
+
+// TestServeReconcilesAtStart: a turn left running by a process that died is
+// taken over by the next serve on the same database.
+func TestServeReconcilesAtStart(t *testing.T) {
+	t.Parallel()
+	e := prepare(t, mode{name: "embedded"}, nil)
+	e.serve(role{api: true, worker: true, embedded: true})
+	v := e.review("local", nil)
+	conv, _ := e.ask(v, "Where is Load?")
+	e.wait(conv, 1)
+
+	// Pretend a dead process holds turn 2: claim it under a runner that
+	// sends no heartbeats, while no worker is running.
+	e.d.Stop()
+	api := e.boot(role{api: true, embedded: true}, e.cfg)
+	doAt(t, api.URL(), "POST", "/api/v1/conversations/"+conv+"/turns", map[string]any{"question": "Again?"}, http.StatusAccepted, nil)
+	turn, err := api.store.Turn(context.Background(), conv, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.store.ClaimTurn(context.Background(), turn.ID, "gone/0000", nil); err != nil {
+		t.Fatal(err)
+	}
+	api.Stop()
+
+	next := e.boot(roleOf("serve"), e.cfg)
+	e.url = next.URL()
+	if got := e.wait(conv, 2); got.State != "succeeded" {
+		t.Fatalf("turn 2 = %+v", got)
+	}
+}
