@@ -1,0 +1,176 @@
+package agentsession
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/prchat/prchat/chat"
+)
+
+// findCommit finds the clone of repo that holds commit sha, cloning or
+// fetching the mirror of repo's CloneURL as needed, and returns the clone's
+// path and the full commit id.
+func (w *Workspaces) findCommit(ctx context.Context, repo chat.Repository, sha string) (clone, full string, err error) {
+	if repo.ClonePath != "" {
+		path, err := filepath.Abs(repo.ClonePath)
+		if err != nil {
+			return "", "", fmt.Errorf("clone path of %s: %w", repo.Name, err)
+		}
+		switch {
+		case isRepo(path):
+			full, ok, err := w.resolve(ctx, path, sha)
+			if err != nil {
+				return "", "", err
+			}
+			if ok {
+				return path, full, nil
+			}
+			if repo.CloneURL == "" {
+				return "", "", chat.Errorf(chat.CodeNeedsClone, "commit %s is not in the clone of %s", sha, repo.Name)
+			}
+		case repo.CloneURL == "":
+			return "", "", chat.Errorf(chat.CodeNeedsClone, "the clone path of %s is not a git repository", repo.Name)
+		}
+	}
+	if repo.CloneURL == "" {
+		return "", "", chat.Errorf(chat.CodeNeedsClone, "repository %s has no clone path or clone URL", repo.Name)
+	}
+	return w.mirrorCommit(ctx, repo, sha)
+}
+
+// mirrorCommit finds sha in the mirror of repo's CloneURL under
+// DataDir/clones, cloning the mirror if there is none and fetching it if
+// the commit is missing.
+func (w *Workspaces) mirrorCommit(ctx context.Context, repo chat.Repository, sha string) (clone, full string, err error) {
+	path, err := w.mirrorPath(repo.Name)
+	if err != nil {
+		return "", "", err
+	}
+	unlock := w.lock(path)
+	defer unlock()
+	if !isRepo(path) {
+		if err := w.cloneMirror(ctx, repo, path); err != nil {
+			return "", "", err
+		}
+	}
+	full, ok, err := w.resolve(ctx, path, sha)
+	if err != nil || ok {
+		return path, full, err
+	}
+	start := time.Now()
+	_, fetchErr := w.git.Output(ctx, path, "fetch", "--quiet", "--prune", "origin")
+	if fetchErr != nil {
+		if ctx.Err() != nil {
+			return "", "", fmt.Errorf("fetch %s: %w", repo.Name, fetchErr)
+		}
+		w.log.WarnContext(ctx, "git fetch", slog.String("repository", repo.Name), slog.Any("error", fetchErr))
+	} else {
+		w.log.InfoContext(ctx, "fetched clone", slog.String("repository", repo.Name), slog.Duration("took", time.Since(start)))
+	}
+	if full, ok, err = w.resolve(ctx, path, sha); err != nil || ok {
+		return path, full, err
+	}
+	// A commit no ref reaches (an old PR head) can still be fetched by its
+	// full id where the server allows it.
+	if len(sha) == 40 || len(sha) == 64 {
+		if _, ferr := w.git.Output(ctx, path, "fetch", "--quiet", "origin", sha); ferr != nil {
+			w.log.DebugContext(ctx, "git fetch commit", slog.String("repository", repo.Name), slog.Any("error", ferr))
+		}
+		if full, ok, err = w.resolve(ctx, path, sha); err != nil || ok {
+			return path, full, err
+		}
+	}
+	return "", "", &chat.Error{
+		Code:    chat.CodeNeedsClone,
+		Message: fmt.Sprintf("commit %s is not in the clone of %s", sha, repo.Name),
+		Err:     fetchErr, // why the fetch did not bring it, if it failed
+	}
+}
+
+// cloneMirror clones repo's CloneURL as a mirror into path. It clones into a
+// temporary folder first and renames it into place, so that a clone cut
+// short never looks like a clone.
+func (w *Workspaces) cloneMirror(ctx context.Context, repo chat.Repository, path string) error {
+	parent := filepath.Dir(path)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return fmt.Errorf("clone %s: %w", repo.Name, err)
+	}
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return fmt.Errorf("clone %s: %w", repo.Name, err)
+	}
+	defer os.RemoveAll(tmp)
+	start := time.Now()
+	if _, err := w.git.Output(ctx, "", "clone", "--mirror", "--quiet", "--", repo.CloneURL, tmp); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("clone %s: %w", repo.Name, err)
+		}
+		return &chat.Error{Code: chat.CodeNeedsClone, Message: fmt.Sprintf("cannot clone %s from its clone URL", repo.Name), Err: err}
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		if isRepo(path) { // another process cloned it meanwhile
+			return nil
+		}
+		return fmt.Errorf("clone %s: %w", repo.Name, err)
+	}
+	w.log.InfoContext(ctx, "cloned repository", slog.String("repository", repo.Name), slog.String("clone", path), slog.Duration("took", time.Since(start)))
+	return nil
+}
+
+// mirrorPath is where the mirror of the repository named owner/name lives.
+func (w *Workspaces) mirrorPath(name string) (string, error) {
+	owner, repo, ok := strings.Cut(name, "/")
+	if !ok || !safeName(owner) || !safeName(repo) {
+		return "", chat.Errorf(chat.CodeNeedsClone, "repository name %q is not owner/name, so it cannot be cloned", name)
+	}
+	return filepath.Join(w.clones, owner, repo+".git"), nil
+}
+
+// safeName reports whether s can name a folder: no separators, not . or ..,
+// nothing but letters, digits and ._-.
+func safeName(s string) bool {
+	if s == "" || s == "." || s == ".." {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// resolve returns the full id of commit sha in clone, and false when the
+// clone has no such commit (or sha is ambiguous there).
+func (w *Workspaces) resolve(ctx context.Context, clone, sha string) (string, bool, error) {
+	out, err := w.git.Output(ctx, clone, "rev-parse", "--verify", "--quiet", sha+"^{commit}")
+	if err != nil {
+		var gerr *GitError
+		if ctx.Err() == nil && errors.As(err, &gerr) && gerr.ExitCode > 0 {
+			return "", false, nil
+		}
+		return "", false, fmt.Errorf("look up commit %s in %s: %w", sha, clone, err)
+	}
+	return strings.TrimSpace(string(out)), true, nil
+}
+
+// isRepo reports whether path is the top of a git repository: a work tree
+// with .git, or a bare repository. It does not look in parent folders, as
+// git would.
+func isRepo(path string) bool {
+	if _, err := os.Stat(filepath.Join(path, ".git")); err == nil {
+		return true
+	}
+	for _, name := range []string{"HEAD", "objects", "refs"} {
+		if _, err := os.Stat(filepath.Join(path, name)); err != nil {
+			return false
+		}
+	}
+	return true
+}
