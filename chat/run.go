@@ -41,6 +41,7 @@ func (s *Service) Run(ctx context.Context, turnID, runner string) error {
 	r := &run{s: s, turn: t, fence: t.Fence, seq: t.LastSeq}
 	if t.Fence > int64(s.cfg.MaxAttempts) {
 		o := r.failure(Fail(ReasonInterrupted, fmt.Errorf("the turn was started %d times and its workers stopped under it", t.Fence-1)))
+		o.State = StateInterrupted
 		return r.finish(ctx, o)
 	}
 	r.emit(ctx, Event{Type: EventState, State: StateRunning})

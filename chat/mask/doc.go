@@ -1,0 +1,2 @@
+// Package mask is prchat's secret masker.
+package mask

@@ -1,0 +1,280 @@
+package mask
+
+import (
+	"encoding/base64"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// minOwnSecret is the shortest own secret New accepts; shorter values would
+// mask ordinary text.
+const minOwnSecret = 6
+
+// maskPrefix starts every replacement; text already in the form
+// "[masked:<id>]" is left exactly as it is, which makes masking idempotent.
+const maskPrefix = "[masked:"
+
+// Masker replaces secrets in text with "[masked:<rule>]". A Masker is
+// immutable and safe for concurrent use; the zero value and a nil *Masker
+// mask nothing.
+type Masker struct {
+	ac    *automaton
+	specs []*spec // indexed by keyword.rule
+}
+
+// builtin holds the compiled built-in rules, shared by all maskers.
+var builtin = sync.OnceValue(func() *Masker {
+	specs, kws := builtinRules()
+	return &Masker{ac: newAutomaton(kws), specs: specs}
+})
+
+// New returns a Masker with the built-in rules plus the daemon's own secrets,
+// masked by exact value (also when they appear URL-encoded (query and path
+// escaping) or base64-encoded (std, url, raw variants)). Empty and very short
+// (< 6 bytes) own secrets are ignored.
+func New(ownSecrets ...string) *Masker {
+	b := builtin()
+	seen := map[string]bool{}
+	var extra []string
+	add := func(v string) {
+		if len(v) >= minOwnSecret && !seen[v] {
+			seen[v] = true
+			extra = append(extra, v)
+		}
+	}
+	for _, sec := range ownSecrets {
+		if len(sec) < minOwnSecret {
+			continue
+		}
+		for _, v := range ownVariants(sec) {
+			add(v)
+		}
+	}
+	if len(extra) == 0 {
+		return b
+	}
+	own := &spec{kind: kOwn, id: idOwnSecret, prio: prioOwn}
+	specs := append(slices.Clip(b.specs), own)
+	ownIdx := uint16(len(specs) - 1)
+	kws := slices.Clone(b.ac.kws)
+	for _, v := range extra {
+		kws = append(kws, keyword{lit: v, rule: ownIdx})
+	}
+	return &Masker{ac: newAutomaton(kws), specs: specs}
+}
+
+// ownVariants lists the encodings of an own secret that are masked: the raw
+// value, its URL query and path escapings, its four base64 encodings, and the
+// stable inner part of its base64 encoding when it is preceded by one or two
+// other bytes (as in base64("user:" + secret)).
+func ownVariants(sec string) []string {
+	vs := []string{sec, url.QueryEscape(sec), url.PathEscape(sec)}
+	encs := []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.RawURLEncoding}
+	for _, e := range encs {
+		vs = append(vs, e.EncodeToString([]byte(sec)))
+	}
+	for _, e := range []*base64.Encoding{base64.RawStdEncoding, base64.RawURLEncoding} {
+		for k := 1; k <= 2; k++ {
+			enc := e.EncodeToString(append(make([]byte, k), sec...))
+			// Characters fully determined by the secret: bits [8k, 8k+8n).
+			from := (8*k + 5) / 6
+			to := (8 * (k + len(sec))) / 6
+			if to-from >= minOwnSecret+2 {
+				vs = append(vs, enc[from:to])
+			}
+		}
+	}
+	return vs
+}
+
+// Rules lists the ids of the built-in rules (for docs and tests), sorted.
+// Own secrets given to New are reported as "own-secret", which is not listed.
+func (m *Masker) Rules() []string {
+	var ids []string
+	for id := ruleID(0); id < numRuleIDs; id++ {
+		if id == idProtect || id == idOwnSecret {
+			continue
+		}
+		ids = append(ids, ruleNames[id])
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// String returns s with every secret replaced by [masked:<rule>]. Safe for
+// concurrent use. Idempotent: String(String(s)) == String(s). When nothing
+// is masked, s itself is returned without allocating.
+func (m *Masker) String(s string) string {
+	if m == nil || m.ac == nil || s == "" {
+		return s
+	}
+	cands, _, _ := m.scan(s, false, 0, nil)
+	if len(cands) == 0 {
+		return s
+	}
+	chosen := resolve(s, cands)
+	if !anyMasked(chosen) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	render(&b, s, 0, len(s), chosen)
+	return b.String()
+}
+
+// cand is one candidate span found by a rule.
+type cand struct {
+	start, end int // span to replace
+	ks, ke     int // keyword occurrence that produced it
+	id         ruleID
+	prio       int8
+	protect    bool // an existing "[masked:...]" token, kept verbatim
+}
+
+// scan runs the prefilter over s and the selected rules at each keyword hit
+// that starts at or after skip (text before skip is only context). In stream
+// mode it also returns limit, the smallest position at which a candidate
+// could still appear or change once more text arrives, and the automaton's
+// depth at the end of s.
+func (m *Masker) scan(s string, stream bool, skip int, cands []cand) (_ []cand, limit, depth int) {
+	a := m.ac
+	delta, cls, outBase := a.delta, &a.cls, a.outBase
+	limit = len(s)
+	st := uint32(0)
+	for i := 0; i < len(s); i++ {
+		st = delta[st+uint32(cls[s[i]])]
+		if st < outBase {
+			continue
+		}
+		q := st / a.ncls
+		for _, ki := range a.outs[a.outStart[q]:a.outStart[q+1]] {
+			kw := &a.kws[ki]
+			sp := m.specs[kw.rule]
+			ke := i + 1
+			ks := ke - len(kw.lit)
+			if ks < skip {
+				continue
+			}
+			v := view{s: s, reach: ke}
+			r := match(&v, ks, ke, kw.lit, sp)
+			if r.start >= 0 {
+				cands = append(cands, cand{start: r.start, end: r.end, ks: ks, ke: ke, id: r.id, prio: sp.prio, protect: r.protect})
+				if r.end+1 > v.reach {
+					v.reach = r.end + 1 // resolve looks at the byte after a span
+				}
+			}
+			if stream && v.reach > len(s) {
+				if lo := ks - sp.lookback; lo < limit {
+					limit = max(lo, 0)
+				}
+			}
+		}
+	}
+	if stream {
+		depth = int(a.depth[st/a.ncls])
+	}
+	return cands, limit, depth
+}
+
+// resolve picks the spans to replace: existing mask tokens are kept, any
+// candidate touching one is dropped, and among overlapping candidates the
+// earliest start wins, then the longest span, then the higher priority.
+// It reorders and filters cands in place and returns the chosen spans in
+// text order.
+func resolve(s string, cands []cand) []cand {
+	hasProtect := false
+	for i := range cands {
+		if cands[i].protect {
+			hasProtect = true
+			break
+		}
+	}
+	keep := cands[:0]
+	for _, c := range cands {
+		if !c.protect {
+			// A span glued to a mask token (or to brackets) is not reported:
+			// after masking, the neighbour would be a mask token.
+			if c.start > 0 && s[c.start-1] == ']' || c.end < len(s) && s[c.end] == '[' {
+				continue
+			}
+			if hasProtect && touchesProtected(c, cands) {
+				continue
+			}
+		}
+		keep = append(keep, c)
+	}
+	cands = keep
+	if len(cands) > 1 {
+		slices.SortFunc(cands, func(x, y cand) int {
+			switch {
+			case x.start != y.start:
+				return x.start - y.start
+			case x.end != y.end:
+				return y.end - x.end
+			case x.protect != y.protect:
+				if x.protect {
+					return -1
+				}
+				return 1
+			default:
+				return int(y.prio) - int(x.prio)
+			}
+		})
+	}
+	out := cands[:0]
+	last := -1
+	for _, c := range cands {
+		if c.start < last {
+			continue
+		}
+		if c.end <= c.start {
+			continue
+		}
+		out = append(out, c)
+		last = c.end
+	}
+	return out
+}
+
+func touchesProtected(c cand, all []cand) bool {
+	for _, p := range all {
+		if !p.protect {
+			continue
+		}
+		if c.start < p.end && p.start < c.end || c.ks < p.end && p.start < c.ke {
+			return true
+		}
+	}
+	return false
+}
+
+func anyMasked(chosen []cand) bool {
+	for _, c := range chosen {
+		if !c.protect {
+			return true
+		}
+	}
+	return false
+}
+
+// render writes s[from:to] with the chosen spans replaced. Chosen spans must
+// not straddle from or to.
+func render(b *strings.Builder, s string, from, to int, chosen []cand) {
+	pos := from
+	for _, c := range chosen {
+		if c.end <= from || c.start >= to {
+			continue
+		}
+		if c.protect {
+			continue
+		}
+		b.WriteString(s[pos:c.start])
+		b.WriteString(maskPrefix)
+		b.WriteString(ruleNames[c.id])
+		b.WriteByte(']')
+		pos = c.end
+	}
+	b.WriteString(s[pos:to])
+}

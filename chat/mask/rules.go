@@ -1,0 +1,920 @@
+package mask
+
+import "strings"
+
+// ruleID identifies the rule reported in "[masked:<rule>]".
+type ruleID uint8
+
+const (
+	idProtect ruleID = iota // an existing mask token (internal)
+	idOwnSecret
+	idGeneric
+	idURLPassword
+	idBasicAuth
+	idBearer
+	idAuthHeader
+	idPrivateKey
+	idSSHPrivateKey
+	idPGPPrivateKey
+	idJWT
+	idAWSAccessKeyID
+	idAWSSecretKey
+	idAWSSessionToken
+	idGitHubPAT
+	idGitHubOAuth
+	idGitHubUser
+	idGitHubApp
+	idGitHubRefresh
+	idGitHubFineGrained
+	idGitLabPAT
+	idGitLabToken
+	idSlackBot
+	idSlackUser
+	idSlackApp
+	idSlackToken
+	idSlackWebhook
+	idStripeSecret
+	idStripeRestricted
+	idStripeWebhook
+	idOpenAI
+	idAnthropic
+	idOpenRouter
+	idGoogleAPIKey
+	idGoogleOAuthSecret
+	idGoogleOAuthToken
+	idAzureStorageKey
+	idAzureSAS
+	idAzureADSecret
+	idTwilioAPIKey
+	idTwilioAuth
+	idSendGrid
+	idNPM
+	idPyPI
+	idDockerHub
+	idHeroku
+	idShopify
+	idMailgun
+	idDatadog
+	idDigitalOcean
+	idHuggingFace
+	idTelegram
+	idDiscordBot
+	idDiscordWebhook
+	idLinear
+	idNewRelic
+	idPostman
+	idSentry
+	idVault
+	idAge
+	idGrafana
+	idDatabricks
+	idGroq
+	idReplicate
+	idPulumi
+	idRubyGems
+	idFlyio
+	idSupabase
+	idPlanetScale
+	idPerplexity
+	idFigma
+	idMapbox
+	idDoppler
+	idAtlassian
+	numRuleIDs
+)
+
+// ruleNames are the stable ids printed in mask tokens.
+var ruleNames = [numRuleIDs]string{
+	idProtect:           "masked",
+	idOwnSecret:         "own-secret",
+	idGeneric:           "generic-assignment",
+	idURLPassword:       "url-password",
+	idBasicAuth:         "basic-auth",
+	idBearer:            "bearer-token",
+	idAuthHeader:        "authorization-header",
+	idPrivateKey:        "private-key",
+	idSSHPrivateKey:     "ssh-private-key",
+	idPGPPrivateKey:     "pgp-private-key",
+	idJWT:               "jwt",
+	idAWSAccessKeyID:    "aws-access-key-id",
+	idAWSSecretKey:      "aws-secret-access-key",
+	idAWSSessionToken:   "aws-session-token",
+	idGitHubPAT:         "github-pat",
+	idGitHubOAuth:       "github-oauth-token",
+	idGitHubUser:        "github-user-token",
+	idGitHubApp:         "github-app-token",
+	idGitHubRefresh:     "github-refresh-token",
+	idGitHubFineGrained: "github-fine-grained-pat",
+	idGitLabPAT:         "gitlab-pat",
+	idGitLabToken:       "gitlab-token",
+	idSlackBot:          "slack-bot-token",
+	idSlackUser:         "slack-user-token",
+	idSlackApp:          "slack-app-token",
+	idSlackToken:        "slack-token",
+	idSlackWebhook:      "slack-webhook",
+	idStripeSecret:      "stripe-secret-key",
+	idStripeRestricted:  "stripe-restricted-key",
+	idStripeWebhook:     "stripe-webhook-secret",
+	idOpenAI:            "openai-api-key",
+	idAnthropic:         "anthropic-api-key",
+	idOpenRouter:        "openrouter-api-key",
+	idGoogleAPIKey:      "google-api-key",
+	idGoogleOAuthSecret: "google-oauth-client-secret",
+	idGoogleOAuthToken:  "google-oauth-token",
+	idAzureStorageKey:   "azure-storage-key",
+	idAzureSAS:          "azure-sas-token",
+	idAzureADSecret:     "azure-ad-client-secret",
+	idTwilioAPIKey:      "twilio-api-key",
+	idTwilioAuth:        "twilio-auth-token",
+	idSendGrid:          "sendgrid-api-key",
+	idNPM:               "npm-token",
+	idPyPI:              "pypi-token",
+	idDockerHub:         "dockerhub-pat",
+	idHeroku:            "heroku-api-key",
+	idShopify:           "shopify-token",
+	idMailgun:           "mailgun-api-key",
+	idDatadog:           "datadog-api-key",
+	idDigitalOcean:      "digitalocean-token",
+	idHuggingFace:       "huggingface-token",
+	idTelegram:          "telegram-bot-token",
+	idDiscordBot:        "discord-bot-token",
+	idDiscordWebhook:    "discord-webhook",
+	idLinear:            "linear-api-key",
+	idNewRelic:          "new-relic-key",
+	idPostman:           "postman-api-key",
+	idSentry:            "sentry-token",
+	idVault:             "vault-token",
+	idAge:               "age-secret-key",
+	idGrafana:           "grafana-token",
+	idDatabricks:        "databricks-token",
+	idGroq:              "groq-api-key",
+	idReplicate:         "replicate-api-token",
+	idPulumi:            "pulumi-token",
+	idRubyGems:          "rubygems-api-key",
+	idFlyio:             "flyio-token",
+	idSupabase:          "supabase-token",
+	idPlanetScale:       "planetscale-token",
+	idPerplexity:        "perplexity-api-key",
+	idFigma:             "figma-token",
+	idMapbox:            "mapbox-secret-token",
+	idDoppler:           "doppler-token",
+	idAtlassian:         "atlassian-api-token",
+}
+
+// Priorities break ties between candidates with the same span.
+const (
+	prioGeneric = 1
+	prioAuth    = 2
+	prioContext = 3
+	prioToken   = 4
+	prioOwn     = 5
+)
+
+// matchKind selects a matcher. Matchers are called through a switch, not
+// through function values, so the view they get stays on the stack.
+type matchKind uint8
+
+const (
+	kAccountKey matchKind = iota
+	kAssign
+	kAuthorization
+	kAzureAD
+	kBasic
+	kBearer
+	kDiscordWebhook
+	kJWT
+	kOwn
+	kPEM
+	kProtect
+	kSAS
+	kSK
+	kSlack
+	kSlackWebhook
+	kTelegram
+	kToken
+	kURL
+)
+
+// match runs the matcher of sp at the keyword occurrence s[ks:ke].
+func match(v *view, ks, ke int, lit string, sp *spec) result {
+	switch sp.kind {
+	case kAccountKey:
+		return matchAccountKey(v, ks, ke, lit, sp)
+	case kAssign:
+		return matchAssign(v, ks, ke, lit, sp)
+	case kAuthorization:
+		return matchAuthorization(v, ks, ke, lit, sp)
+	case kAzureAD:
+		return matchAzureAD(v, ks, ke, lit, sp)
+	case kBasic:
+		return matchBasic(v, ks, ke, lit, sp)
+	case kBearer:
+		return matchBearer(v, ks, ke, lit, sp)
+	case kDiscordWebhook:
+		return matchDiscordWebhook(v, ks, ke, lit, sp)
+	case kJWT:
+		return matchJWT(v, ks, ke, lit, sp)
+	case kOwn:
+		return matchOwn(v, ks, ke, lit, sp)
+	case kPEM:
+		return matchPEM(v, ks, ke, lit, sp)
+	case kProtect:
+		return matchProtect(v, ks, ke, lit, sp)
+	case kSAS:
+		return matchSAS(v, ks, ke, lit, sp)
+	case kSK:
+		return matchSK(v, ks, ke, lit, sp)
+	case kSlack:
+		return matchSlack(v, ks, ke, lit, sp)
+	case kSlackWebhook:
+		return matchSlackWebhook(v, ks, ke, lit, sp)
+	case kTelegram:
+		return matchTelegram(v, ks, ke, lit, sp)
+	case kToken:
+		return matchToken(v, ks, ke, lit, sp)
+	case kURL:
+		return matchURL(v, ks, ke, lit, sp)
+	}
+	return noMatch
+}
+
+// result is a matcher's answer; start < 0 means no match.
+type result struct {
+	start, end int
+	id         ruleID
+	protect    bool
+}
+
+var noMatch = result{start: -1}
+
+// spec is one compiled rule: the matcher run at each hit of one of its
+// keywords, plus the parameters of table-driven token rules.
+type spec struct {
+	kind     matchKind
+	id       ruleID
+	prio     int8
+	lookback int // how far before the keyword a span may start
+	// token rules
+	body     *byteSet
+	min, max int
+	opts     uint8
+	check    func(body string) bool
+}
+
+const (
+	optLeft        uint8 = 1 << iota // no word byte right before the token
+	optRight                         // no word byte right after the token
+	optDigitLetter                   // body has a digit and a letter
+	optTrimDot                       // a trailing '.' ends a sentence, not the token
+)
+
+// tokenDef declares a prefixed token format.
+type tokenDef struct {
+	prefixes []string
+	id       ruleID
+	body     *byteSet
+	min, max int
+	opts     uint8
+	check    func(string) bool
+}
+
+const lr = optLeft | optRight
+
+var tokenDefs = []tokenDef{
+	{[]string{"ghp_"}, idGitHubPAT, setAlnum, 30, 255, lr, nil},
+	{[]string{"gho_"}, idGitHubOAuth, setAlnum, 30, 255, lr, nil},
+	{[]string{"ghu_"}, idGitHubUser, setAlnum, 30, 255, lr, nil},
+	{[]string{"ghs_"}, idGitHubApp, setAlnum, 30, 255, lr, nil},
+	{[]string{"ghr_"}, idGitHubRefresh, setAlnum, 30, 255, lr, nil},
+	{[]string{"github_pat_"}, idGitHubFineGrained, setWord, 40, 255, lr, nil},
+	{[]string{"glpat-"}, idGitLabPAT, setB64URLDot, 20, 255, lr | optTrimDot, nil},
+	{[]string{"glrt-", "gldt-", "glptt-", "glcbt-", "glsoat-", "glft-", "glimt-", "glagent-", "gloas-", "GR1348941"}, idGitLabToken, setB64URLDot, 20, 255, lr | optTrimDot, nil},
+	{[]string{"xapp-"}, idSlackApp, newSet("A-Za-z0-9-"), 20, 255, lr | optDigitLetter, nil},
+	{[]string{"sk_live_", "sk_test_"}, idStripeSecret, setAlnum, 16, 255, lr, nil},
+	{[]string{"rk_live_", "rk_test_"}, idStripeRestricted, setAlnum, 16, 255, lr, nil},
+	{[]string{"whsec_"}, idStripeWebhook, setAlnum, 24, 255, lr, nil},
+	{[]string{"AIza"}, idGoogleAPIKey, setB64URL, 35, 35, lr, nil},
+	{[]string{"GOCSPX-"}, idGoogleOAuthSecret, setB64URL, 24, 40, lr, nil},
+	{[]string{"ya29."}, idGoogleOAuthToken, setB64URLDot, 20, 2048, lr | optTrimDot, nil},
+	{[]string{"AKIA", "ASIA", "ABIA", "ACCA"}, idAWSAccessKeyID, setUpperNum, 16, 16, lr, nil},
+	{[]string{"FwoGZXIvYXdzE", "IQoJb3JpZ2luX2Vj"}, idAWSSessionToken, setB64, 100, 8192, lr, nil},
+	{[]string{"SK"}, idTwilioAPIKey, setHexLower, 32, 32, lr, nil},
+	{[]string{"SG."}, idSendGrid, setB64URLDot, 66, 66, lr, func(b string) bool { return b[22] == '.' }},
+	{[]string{"npm_"}, idNPM, setAlnum, 36, 36, lr, nil},
+	{[]string{"pypi-AgEIcHlwaS5vcmc"}, idPyPI, setB64URL, 50, 1024, lr, nil},
+	{[]string{"dckr_pat_", "dckr_oat_"}, idDockerHub, setB64URL, 20, 255, lr, nil},
+	{[]string{"HRKU-"}, idHeroku, setB64URL, 40, 120, lr, nil},
+	{[]string{"shpat_", "shpca_", "shppa_", "shpss_"}, idShopify, setHex, 32, 32, lr, nil},
+	{[]string{"key-"}, idMailgun, setLowerNum, 32, 32, lr | optDigitLetter, nil},
+	{[]string{"dop_v1_", "doo_v1_", "dor_v1_"}, idDigitalOcean, setHexLower, 64, 64, lr, nil},
+	{[]string{"hf_", "api_org_"}, idHuggingFace, setAlnum, 30, 40, lr, hasUpperAndLower},
+	{[]string{"lin_api_"}, idLinear, setAlnum, 40, 40, lr, nil},
+	{[]string{"NRAK-"}, idNewRelic, setUpperNum, 27, 27, lr, nil},
+	{[]string{"PMAK-"}, idPostman, newSet("a-f0-9-"), 59, 59, lr, func(b string) bool { return b[24] == '-' }},
+	{[]string{"sntrys_"}, idSentry, newSet("A-Za-z0-9+/=_"), 50, 2048, lr, nil},
+	{[]string{"sntryu_"}, idSentry, setHexLower, 64, 64, lr, nil},
+	{[]string{"hvs.", "hvb.", "hvr."}, idVault, setB64URL, 24, 255, lr, nil},
+	{[]string{"AGE-SECRET-KEY-1"}, idAge, setAge, 58, 58, lr, nil},
+	{[]string{"glsa_"}, idGrafana, setWord, 41, 41, lr, nil},
+	{[]string{"glc_"}, idGrafana, setB64, 32, 1024, lr, nil},
+	{[]string{"dapi"}, idDatabricks, setHexLower, 32, 32, lr | optDigitLetter, nil},
+	{[]string{"gsk_"}, idGroq, setAlnum, 52, 52, lr, nil},
+	{[]string{"r8_"}, idReplicate, setAlnum, 37, 37, lr, nil},
+	{[]string{"pul-"}, idPulumi, setHexLower, 40, 40, lr, nil},
+	{[]string{"rubygems_"}, idRubyGems, setHexLower, 48, 48, lr, nil},
+	{[]string{"fo1_"}, idFlyio, setB64URL, 43, 43, lr, nil},
+	{[]string{"sbp_"}, idSupabase, setHexLower, 40, 40, lr, nil},
+	{[]string{"pscale_tkn_", "pscale_pw_", "pscale_oauth_"}, idPlanetScale, setB64URLDot, 32, 255, lr | optTrimDot, nil},
+	{[]string{"pplx-"}, idPerplexity, setAlnum, 48, 48, lr, nil},
+	{[]string{"figd_"}, idFigma, setB64URL, 40, 40, lr, nil},
+	{[]string{"sk.eyJ"}, idMapbox, setB64URLDot, 40, 2048, lr | optTrimDot, nil},
+	{[]string{"dp.st.", "dp.ct.", "dp.sa.", "dp.pt.", "dp.scim.", "dp.audit."}, idDoppler, setB64URL, 40, 64, lr, nil},
+	{[]string{"ATATT3"}, idAtlassian, newSet("A-Za-z0-9_=-"), 100, 400, lr, nil},
+}
+
+// genericKeywords trigger the key = value rule.
+var genericKeywords = []string{"pass", "pwd", "secret", "token", "key", "credential"}
+
+// builtinRules compiles the built-in specs and their keywords.
+func builtinRules() ([]*spec, []keyword) {
+	var specs []*spec
+	var kws []keyword
+	add := func(sp *spec, lits ...string) {
+		specs = append(specs, sp)
+		idx := uint16(len(specs) - 1)
+		for _, l := range lits {
+			kws = append(kws, keyword{lit: l, rule: idx})
+		}
+	}
+	for i := range tokenDefs {
+		d := &tokenDefs[i]
+		add(&spec{kind: kToken, id: d.id, prio: prioToken, body: d.body, min: d.min, max: d.max, opts: d.opts, check: d.check}, d.prefixes...)
+	}
+	add(&spec{kind: kProtect, id: idProtect, prio: 0}, maskPrefix)
+	add(&spec{kind: kSK, id: idOpenAI, prio: prioToken}, "sk-")
+	add(&spec{kind: kSlack, id: idSlackToken, prio: prioToken}, "xox")
+	add(&spec{kind: kSlackWebhook, id: idSlackWebhook, prio: prioToken}, "hooks.slack.com/")
+	add(&spec{kind: kDiscordWebhook, id: idDiscordWebhook, prio: prioToken}, "/api/webhooks/")
+	add(&spec{kind: kJWT, id: idJWT, prio: prioToken}, "eyJ")
+	add(&spec{kind: kPEM, id: idPrivateKey, prio: prioToken}, "-----BEGIN")
+	add(&spec{kind: kTelegram, id: idTelegram, prio: prioToken, lookback: 10}, ":A")
+	add(&spec{kind: kAzureAD, id: idAzureADSecret, prio: prioToken, lookback: 4}, "Q~")
+	add(&spec{kind: kSAS, id: idAzureSAS, prio: prioToken}, "sig=")
+	add(&spec{kind: kAccountKey, id: idAzureStorageKey, prio: prioToken}, "accountkey=")
+	add(&spec{kind: kURL, id: idURLPassword, prio: prioContext}, "://")
+	add(&spec{kind: kAuthorization, id: idAuthHeader, prio: prioAuth}, "authorization")
+	add(&spec{kind: kBearer, id: idBearer, prio: prioAuth}, "bearer")
+	add(&spec{kind: kBasic, id: idBasicAuth, prio: prioAuth}, "basic")
+	add(&spec{kind: kAssign, id: idGeneric, prio: prioGeneric}, genericKeywords...)
+	return specs, kws
+}
+
+// spanLookbacks are the rules whose span may start before their keyword:
+// the byte class they look back over and how far.
+var spanLookbacks = []struct {
+	set *byteSet
+	n   int
+}{
+	{setDigit, 10}, // telegram bot id
+	{setAzure, 4},  // azure client secret
+}
+
+// lowVariety reports a body made of very few distinct bytes (xxxx, 0000,
+// abababab): a placeholder, not a key.
+func lowVariety(b string) bool {
+	if len(b) < 12 {
+		return !distinctAtLeast(b, 4)
+	}
+	return !distinctAtLeast(b, 6)
+}
+
+func matchToken(v *view, ks, ke int, lit string, sp *spec) result {
+	s := v.s
+	if s[ks:ke] != lit || sp.opts&optLeft != 0 && wordBefore(s, ks) {
+		return noMatch
+	}
+	j := v.run(ke, sp.body, sp.max+1)
+	if sp.opts&optTrimDot != 0 {
+		for j > ke && s[j-1] == '.' {
+			j--
+		}
+	}
+	n := j - ke
+	if n < sp.min || n > sp.max {
+		return noMatch
+	}
+	if sp.opts&optRight != 0 && wordAt(v, j) {
+		return noMatch
+	}
+	body := s[ke:j]
+	if lowVariety(body) || sp.opts&optDigitLetter != 0 && !hasDigitAndLetter(body) {
+		return noMatch
+	}
+	if sp.check != nil && !sp.check(body) {
+		return noMatch
+	}
+	return result{start: ks, end: j, id: sp.id}
+}
+
+// matchProtect recognises an existing "[masked:<id>]" token.
+func matchProtect(v *view, ks, ke int, _ string, _ *spec) result {
+	j := v.run(ke, setMaskID, 64)
+	if j == ke || v.at(j) != ']' {
+		return noMatch
+	}
+	return result{start: ks, end: j + 1, id: idProtect, protect: true}
+}
+
+// matchOwn masks one of the daemon's own secrets by exact bytes.
+func matchOwn(v *view, ks, ke int, lit string, sp *spec) result {
+	if v.s[ks:ke] != lit {
+		return noMatch
+	}
+	return result{start: ks, end: ke, id: idOwnSecret}
+}
+
+// matchSK: OpenAI (sk-, sk-proj-, sk-svcacct-, sk-admin-), Anthropic
+// (sk-ant-) and OpenRouter (sk-or-) keys.
+func matchSK(v *view, ks, ke int, _ string, _ *spec) result {
+	s := v.s
+	if s[ks:ke] != "sk-" || wordBefore(s, ks) {
+		return noMatch
+	}
+	j := v.run(ke, setB64URL, 301)
+	n := j - ke
+	if n < 20 || n > 300 || wordAt(v, j) {
+		return noMatch
+	}
+	body := s[ke:j]
+	id := idOpenAI
+	switch {
+	case strings.HasPrefix(body, "ant-"):
+		id = idAnthropic
+		if n < 32 {
+			return noMatch
+		}
+	case strings.HasPrefix(body, "or-"):
+		id = idOpenRouter
+	}
+	if !hasDigitAndLetter(body) || lowVariety(body) || statsOf(body).entropy < 3 {
+		return noMatch
+	}
+	return result{start: ks, end: j, id: id}
+}
+
+// matchSlack: xoxb-, xoxp-, xoxa-, xoxr-, xoxs-, xoxe- and xoxe.xoxp- tokens.
+func matchSlack(v *view, ks, ke int, _ string, _ *spec) result {
+	s := v.s
+	if s[ks:ke] != "xox" || wordBefore(s, ks) {
+		return noMatch
+	}
+	t := v.at(ke)
+	if t < 0 || !strings.ContainsRune("abprse", rune(t)) {
+		return noMatch
+	}
+	if sep := v.at(ke + 1); sep != '-' && sep != '.' {
+		return noMatch
+	}
+	j := v.run(ke+2, newSetSlack, 400)
+	if j-(ke+2) < 20 || j-(ke+2) >= 400 || wordAt(v, j) {
+		return noMatch
+	}
+	body := s[ke+2 : j]
+	if !strings.ContainsAny(body, "0123456789") || lowVariety(body) {
+		return noMatch
+	}
+	id := idSlackToken
+	switch t {
+	case 'b':
+		id = idSlackBot
+	case 'p':
+		id = idSlackUser
+	}
+	return result{start: ks, end: j, id: id}
+}
+
+var newSetSlack = newSet("A-Za-z0-9.-")
+
+// matchSlackWebhook masks the secret path of a Slack webhook URL.
+func matchSlackWebhook(v *view, ks, ke int, _ string, _ *spec) result {
+	for _, p := range [...]string{"services/", "workflows/", "triggers/"} {
+		if v.hasPrefix(ke, p) {
+			st := ke + len(p)
+			j := v.run(st, setWebhook, 301)
+			if j-st < 20 || j-st > 300 || wordAt(v, j) {
+				return noMatch
+			}
+			return result{start: st, end: j, id: idSlackWebhook}
+		}
+	}
+	return noMatch
+}
+
+// matchDiscordWebhook masks the id/token path of a Discord webhook URL.
+func matchDiscordWebhook(v *view, ks, ke int, _ string, _ *spec) result {
+	host := v.s[:ks]
+	if !hasSuffixFold(host, "discord.com") && !hasSuffixFold(host, "discordapp.com") {
+		return noMatch
+	}
+	d := v.run(ke, setDigit, 30)
+	if d-ke < 5 || v.at(d) != '/' {
+		return noMatch
+	}
+	j := v.run(d+1, setB64URL, 201)
+	if j-(d+1) < 40 || j-(d+1) > 200 || wordAt(v, j) {
+		return noMatch
+	}
+	return result{start: ke, end: j, id: idDiscordWebhook}
+}
+
+// matchJWT: three (or five, JWE) base64url segments starting with "eyJ".
+func matchJWT(v *view, ks, ke int, _ string, _ *spec) result {
+	s := v.s
+	if s[ks:ke] != "eyJ" || wordBefore(s, ks) || ks > 0 && (s[ks-1] == '-' || s[ks-1] == '.') {
+		return noMatch
+	}
+	i, segs, end := ks, 0, -1
+	for {
+		j := v.run(i, setB64URL, 8192)
+		if n := j - i; n < 10 || n >= 8192 {
+			break
+		}
+		segs++
+		if segs == 3 || segs == 5 {
+			end = j
+		}
+		if segs == 5 || v.at(j) != '.' {
+			break
+		}
+		i = j + 1
+	}
+	if end < 0 || wordAt(v, end) {
+		return noMatch
+	}
+	return result{start: ks, end: end, id: idJWT}
+}
+
+const maxPEM = 1 << 20
+
+// matchPEM masks a private key block from its BEGIN line to its END line
+// (or, when the END line is missing, to the end of the key body). Lines may
+// be separated by real or escaped ("\n") newlines, as in JSON.
+func matchPEM(v *view, ks, ke int, _ string, _ *spec) result {
+	s := v.s
+	if s[ks:ke] != "-----BEGIN" || v.at(ke) != ' ' {
+		return noMatch
+	}
+	le := v.run(ke+1, setPEMLabel, 80)
+	if !v.hasPrefix(le, "-----") {
+		return noMatch
+	}
+	label := s[ke+1 : le]
+	if !strings.Contains(label, "PRIVATE KEY") {
+		return noMatch
+	}
+	id := idPrivateKey
+	switch {
+	case strings.Contains(label, "OPENSSH"):
+		id = idSSHPrivateKey
+	case strings.Contains(label, "PGP"):
+		id = idPGPPrivateKey
+	}
+	i := le + 5
+	last := i
+	for i-ks < maxPEM {
+		k := i
+		sep := false
+		for {
+			c := v.at(k)
+			if c == ' ' || c == '\t' || c == '\r' || c == '\n' {
+				k++
+				sep = true
+				continue
+			}
+			if c == '\\' {
+				if d := v.at(k + 1); d == 'n' || d == 'r' {
+					k += 2
+					sep = true
+					continue
+				}
+			}
+			break
+		}
+		c := v.at(k)
+		if c < 0 || !sep {
+			break
+		}
+		if c == '-' {
+			if v.hasPrefix(k, "-----END ") {
+				e := v.run(k+9, setPEMLabel, 80)
+				if v.hasPrefix(e, "-----") {
+					return result{start: ks, end: e + 5, id: id}
+				}
+			}
+			break
+		}
+		m := v.run(k, setPEMBody, 8192)
+		if m == k {
+			break
+		}
+		if c := v.at(m); !(c < 0 || c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\\') {
+			break
+		}
+		last = m
+		i = m
+	}
+	return result{start: ks, end: last, id: id}
+}
+
+// matchTelegram: <8-10 digit bot id>:A<34 chars>.
+func matchTelegram(v *view, ks, ke int, _ string, _ *spec) result {
+	s := v.s
+	if s[ks:ke] != ":A" {
+		return noMatch
+	}
+	d := ks
+	for d > 0 && ks-d <= 10 && isDigit(s[d-1]) {
+		d--
+	}
+	if n := ks - d; n < 8 || n > 10 || d > 0 && isDigit(s[d-1]) {
+		return noMatch
+	}
+	j := v.run(ks+1, setB64URL, 36)
+	if j-(ks+1) != 35 || wordAt(v, j) || lowVariety(s[ks+1:j]) {
+		return noMatch
+	}
+	return result{start: d, end: j, id: idTelegram}
+}
+
+// matchAzureAD: Entra ID client secrets, xxx9Q~ followed by 31-34 chars.
+func matchAzureAD(v *view, ks, ke int, _ string, _ *spec) result {
+	s := v.s
+	if s[ks:ke] != "Q~" || ks < 4 || !isDigit(s[ks-1]) {
+		return noMatch
+	}
+	for k := ks - 4; k < ks-1; k++ {
+		if !setAzure[s[k]] {
+			return noMatch
+		}
+	}
+	if st := ks - 4; st > 0 && (setAzureBody[s[st-1]]) {
+		return noMatch
+	}
+	j := v.run(ke, setAzureBody, 35)
+	if n := j - ke; n < 31 || n > 34 || wordAt(v, j) {
+		return noMatch
+	}
+	if !hasDigitAndLetter(s[ke:j]) {
+		return noMatch
+	}
+	return result{start: ks - 4, end: j, id: idAzureADSecret}
+}
+
+// matchSAS masks the sig= parameter of an Azure SAS URL or token.
+func matchSAS(v *view, ks, ke int, _ string, _ *spec) result {
+	s := v.s
+	if ks == 0 || !strings.ContainsRune("?&;", rune(s[ks-1])) || s[ks:ke] != "sig=" {
+		return noMatch
+	}
+	j := v.run(ke, setSAS, 257)
+	if n := j - ke; n < 20 || n > 256 || wordAt(v, j) {
+		return noMatch
+	}
+	if statsOf(s[ke:j]).entropy < 3 {
+		return noMatch
+	}
+	return result{start: ke, end: j, id: idAzureSAS}
+}
+
+// matchAccountKey masks AccountKey=... in Azure storage connection strings.
+func matchAccountKey(v *view, ks, ke int, _ string, _ *spec) result {
+	s := v.s
+	if wordBefore(s, ks) {
+		return noMatch
+	}
+	j := v.run(ke, setB64, 201)
+	if n := j - ke; n < 40 || n > 200 || wordAt(v, j) {
+		return noMatch
+	}
+	if lowVariety(s[ke:j]) {
+		return noMatch
+	}
+	return result{start: ke, end: j, id: idAzureStorageKey}
+}
+
+// matchURL masks the password of user:password@host in a URL of any scheme.
+func matchURL(v *view, ks, ke int, _ string, _ *spec) result {
+	s := v.s
+	a := ks
+	for a > 0 && setScheme[s[a-1]] && ks-a < 32 {
+		a--
+	}
+	if a == ks || !isLetter(s[a]) {
+		return noMatch
+	}
+	u := v.run(ke, setURLUser, 256)
+	if v.at(u) != ':' {
+		return noMatch
+	}
+	p := u + 1
+	at := -1
+	for k := p; k-p < 512; k++ {
+		c := v.at(k)
+		if c < 0 || isSpace(c) || c == '/' || c == '"' || c == '\'' || c == '`' || c == '<' || c == '>' || c == '\\' {
+			break
+		}
+		if at >= 0 && (c == '?' || c == '#') {
+			break
+		}
+		if c == '@' {
+			at = k
+		}
+	}
+	if at <= p {
+		return noMatch
+	}
+	if h := v.at(at + 1); h < 0 || !(setWord[h] || h == '[') {
+		return noMatch
+	}
+	pw := s[p:at]
+	if isPlaceholder(pw) || urlPlaceholder(pw) {
+		return noMatch
+	}
+	return result{start: p, end: at, id: idURLPassword}
+}
+
+func urlPlaceholder(pw string) bool {
+	switch strings.ToLower(pw) {
+	case "pass", "pw", "pwd", "user", "username", "pass123":
+		return true
+	}
+	return false
+}
+
+// matchAuthorization masks the credential of an Authorization header or
+// field: "Authorization: Bearer X", "authorization=Basic X", "Authorization: X".
+func matchAuthorization(v *view, ks, ke int, _ string, _ *spec) result {
+	s := v.s
+	i := ke
+	switch c := v.at(i); {
+	case c == '"' || c == '\'':
+		i++
+	case c == '\\' && v.at(i+1) == '"':
+		i += 2
+	}
+	i = v.skipBlank(i)
+	if c := v.at(i); c != ':' && c != '=' {
+		return noMatch
+	}
+	i++
+	if v.at(i) == '>' {
+		i++
+	}
+	i = v.skipBlank(i)
+	switch c := v.at(i); {
+	case c == 'f' && (v.at(i+1) == '"' || v.at(i+1) == '\''):
+		i += 2
+	case c == '"' || c == '\'' || c == '`':
+		i++
+	case c == '\\' && v.at(i+1) == '"':
+		i += 2
+	}
+	j := v.run(i, setAuthSch, 40)
+	k := j
+	for v.at(k) == ' ' {
+		k++
+	}
+	id := idAuthHeader
+	vs := i
+	if j > i && k > j {
+		if c := v.at(k); c >= 0 && setAuthValue[c] {
+			vs = k
+			switch {
+			case equalFold(s[i:j], "basic"):
+				id = idBasicAuth
+			case equalFold(s[i:j], "bearer"):
+				id = idBearer
+			}
+		}
+	}
+	ve := v.run(vs, setAuthValue, 8193)
+	if ve-vs > 8192 || v.at(ve) == '(' {
+		return noMatch
+	}
+	val := s[vs:ve]
+	if len(val) < 6 || isPlaceholder(val) || onlyLetters(val) && len(val) < 16 {
+		return noMatch
+	}
+	return result{start: vs, end: ve, id: id}
+}
+
+func onlyLetters(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if !isLetter(v[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// matchBearer masks opaque bearer tokens anywhere ("Bearer X"); values that
+// look like words or placeholders are left alone.
+func matchBearer(v *view, ks, ke int, _ string, _ *spec) result {
+	s := v.s
+	if wordBefore(s, ks) || wordAt(v, ke) {
+		return noMatch
+	}
+	i := ke
+	for c := v.at(i); c == ' ' || c == '\t'; c = v.at(i) {
+		i++
+	}
+	if i == ke {
+		return noMatch
+	}
+	j := v.run(i, setAuthValue, 8193)
+	e := j
+	for e > i && s[e-1] == '.' {
+		e--
+	}
+	val := s[i:e]
+	if j-i > 8192 || len(val) < 12 || isPlaceholder(val) || v.at(j) == '(' {
+		return noMatch
+	}
+	if !hasDigitAndLetter(val) && !hasUpperAndLower(val) || lowVariety(val) {
+		return noMatch
+	}
+	st := statsOf(val)
+	if st.entropy < 3 || looksLikeIdentifier(val) {
+		return noMatch
+	}
+	return result{start: i, end: e, id: idBearer}
+}
+
+// matchBasic masks "Basic <base64 of user:password>".
+func matchBasic(v *view, ks, ke int, _ string, _ *spec) result {
+	s := v.s
+	if wordBefore(s, ks) || wordAt(v, ke) {
+		return noMatch
+	}
+	i := ke
+	for c := v.at(i); c == ' ' || c == '\t'; c = v.at(i) {
+		i++
+	}
+	if i == ke {
+		return noMatch
+	}
+	j := v.run(i, setB64, 1025)
+	if n := j - i; n < 8 || n > 1024 || wordAt(v, j) {
+		return noMatch
+	}
+	if !base64UserPass(s[i:j]) {
+		return noMatch
+	}
+	return result{start: i, end: j, id: idBasicAuth}
+}
+
+// base64UserPass reports whether b is standard base64 of printable ASCII
+// text containing a colon, as in HTTP basic credentials.
+func base64UserPass(b string) bool {
+	for len(b) > 0 && b[len(b)-1] == '=' {
+		b = b[:len(b)-1]
+	}
+	if len(b)%4 == 1 {
+		return false
+	}
+	var acc uint32
+	bits := 0
+	colon := false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		var d uint32
+		switch {
+		case 'A' <= c && c <= 'Z':
+			d = uint32(c - 'A')
+		case 'a' <= c && c <= 'z':
+			d = uint32(c-'a') + 26
+		case '0' <= c && c <= '9':
+			d = uint32(c-'0') + 52
+		case c == '+':
+			d = 62
+		case c == '/':
+			d = 63
+		default:
+			return false
+		}
+		acc = acc<<6 | d
+		bits += 6
+		if bits >= 8 {
+			bits -= 8
+			x := byte(acc >> uint(bits))
+			acc &= 1<<uint(bits) - 1
+			if x < 0x20 || x > 0x7e {
+				return false
+			}
+			if x == ':' {
+				colon = true
+			}
+		}
+	}
+	return colon
+}

@@ -1,0 +1,125 @@
+package mask
+
+import (
+	"slices"
+	"strings"
+)
+
+// Stream masks text that arrives in pieces, such as the text deltas of a
+// streamed model answer. The concatenation of everything Write and Flush
+// return equals String of the concatenated input. A Stream is not safe for
+// concurrent use; use one per stream.
+type Stream struct {
+	m    *Masker
+	buf  string // retained text: context, released text not yet forgotten, pending text
+	skip int    // keywords starting before buf[skip:] have been dealt with
+	out  int    // bytes of buf already released
+}
+
+// streamContext is how much text before the cut point a Stream keeps: more
+// than any rule looks back from its keyword (a key name, a URL scheme, the
+// digits of a Telegram bot id).
+const streamContext = 160
+
+// Stream returns a masker for text that arrives in pieces (text deltas):
+// Write returns the text that can be released now (masked), holding back only
+// a trailing part that could still be the start of a secret; Flush returns
+// (masked) whatever is held back at the end.
+func (m *Masker) Stream() *Stream {
+	return &Stream{m: m}
+}
+
+// Write adds delta to the stream and returns the masked text that is now
+// final. It holds back only a tail that a secret could still be completing:
+// a token or key = value pair running to the end of the input, an open PEM
+// block, a partly seen keyword.
+func (s *Stream) Write(delta string) string {
+	if s.m == nil || s.m.ac == nil {
+		return delta
+	}
+	if delta == "" {
+		return ""
+	}
+	s.buf += delta
+	buf := s.buf
+	cands, limit, depth := s.m.scan(buf, true, s.skip, nil)
+	all := slices.Clone(cands)
+	chosen := resolve(buf, cands)
+	f := frontier(buf, limit, depth, chosen)
+	if f < s.out {
+		f = s.out
+	}
+	var b strings.Builder
+	render(&b, buf, s.out, f, chosen)
+	s.out = f
+	if c := cutPoint(f, all); c > s.skip {
+		c0 := max(0, c-streamContext)
+		s.buf = buf[c0:]
+		s.skip = c - c0
+		s.out = f - c0
+	}
+	return b.String()
+}
+
+// Flush returns the masked remainder of the stream and resets it, so the
+// Stream can be reused for a new text.
+func (s *Stream) Flush() string {
+	if s.m == nil || s.m.ac == nil {
+		return ""
+	}
+	buf, out, skip := s.buf, s.out, s.skip
+	s.buf, s.out, s.skip = "", 0, 0
+	if out >= len(buf) {
+		return ""
+	}
+	cands, _, _ := s.m.scan(buf, false, skip, nil)
+	chosen := resolve(buf, cands)
+	var b strings.Builder
+	render(&b, buf, out, len(buf), chosen)
+	return b.String()
+}
+
+// frontier is the end of the text that is final: no span can start before
+// it or change once more text arrives.
+func frontier(s string, limit, depth int, chosen []cand) int {
+	// A keyword may be partly seen at the end; the span of a future keyword
+	// may also start a few bytes before it.
+	base := len(s) - depth
+	f := min(limit, base)
+	for _, lb := range spanLookbacks {
+		k := 0
+		for k < lb.n && base-k > 0 && lb.set[s[base-k-1]] {
+			k++
+		}
+		f = min(f, base-k)
+	}
+	// Never cut inside a chosen span.
+	for _, c := range chosen {
+		if c.start < f && f < c.end {
+			f = c.start
+		}
+	}
+	return f
+}
+
+// cutPoint is the latest position c at or before f such that every
+// candidate whose keyword starts before c ends at or before c, and every
+// candidate whose keyword starts at or after c also starts there. Text
+// before c then no longer influences masking, except as the context that
+// rules look back on, so the stream may forget all but streamContext bytes
+// of it.
+func cutPoint(f int, cands []cand) int {
+	c := f
+	for changed := true; changed; {
+		changed = false
+		for _, x := range cands {
+			if x.ks < c && x.end > c {
+				c, changed = x.ks, true
+			}
+			if x.ks >= c && x.start < c {
+				c, changed = x.start, true
+			}
+		}
+	}
+	return c
+}

@@ -1,0 +1,242 @@
+package mask
+
+import "math"
+
+// view is the text a matcher examines. Every read at or after the keyword
+// goes through at, which records reach: one past the furthest position the
+// matcher looked at. A decision whose reach exceeds len(s) depended on the
+// end of the text; in a stream such a decision is provisional.
+type view struct {
+	s     string
+	reach int
+}
+
+// at returns s[i], or -1 past the end, and records the read.
+func (v *view) at(i int) int {
+	if i >= v.reach {
+		v.reach = i + 1
+	}
+	if i < len(v.s) {
+		return int(v.s[i])
+	}
+	return -1
+}
+
+// run returns the end of the run of bytes in set that starts at i, looking
+// at no more than limit bytes of the run.
+func (v *view) run(i int, set *byteSet, limit int) int {
+	j := i
+	for j-i < limit {
+		c := v.at(j)
+		if c < 0 || !set[c] {
+			return j
+		}
+		j++
+	}
+	return j
+}
+
+// hasPrefix reports whether s[i:] starts with lit (exact bytes).
+func (v *view) hasPrefix(i int, lit string) bool {
+	for k := 0; k < len(lit); k++ {
+		if v.at(i+k) != int(lit[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+// skipBlank skips spaces and tabs.
+func (v *view) skipBlank(i int) int {
+	for {
+		c := v.at(i)
+		if c != ' ' && c != '\t' {
+			return i
+		}
+		i++
+	}
+}
+
+// byteSet is a membership table for bytes.
+type byteSet [256]bool
+
+// newSet builds a set from a spec of single bytes and ranges like "a-z";
+// a '-' at either end of the spec is literal.
+func newSet(spec string) *byteSet {
+	var s byteSet
+	for i := 0; i < len(spec); i++ {
+		if i+2 < len(spec) && spec[i+1] == '-' {
+			for c := int(spec[i]); c <= int(spec[i+2]); c++ {
+				s[c] = true
+			}
+			i += 2
+			continue
+		}
+		s[spec[i]] = true
+	}
+	return &s
+}
+
+// notSet builds the complement of newSet(spec).
+func notSet(spec string) *byteSet {
+	s := newSet(spec)
+	for i := range s {
+		s[i] = !s[i]
+	}
+	return s
+}
+
+var (
+	setAlnum     = newSet("A-Za-z0-9")
+	setWord      = newSet("A-Za-z0-9_")
+	setB64       = newSet("A-Za-z0-9+/=")
+	setB64URL    = newSet("A-Za-z0-9_-")
+	setB64URLDot = newSet("A-Za-z0-9_.-")
+	setHexLower  = newSet("0-9a-f")
+	setHex       = newSet("0-9a-fA-F")
+	setUpperNum  = newSet("A-Z0-9")
+	setLowerNum  = newSet("a-z0-9")
+	setDigit     = newSet("0-9")
+	// identifier characters of a key name (db.password, DB_PASSWORD, x-api-key)
+	setIdent = newSet("A-Za-z0-9_.-")
+	// URL scheme characters
+	setScheme = newSet("A-Za-z0-9+.-")
+	// URL user-info user part
+	setURLUser = notSet(" \t\r\n\v\f:/@\"'`<>\\?#[]")
+	// unquoted assignment values stop at these
+	setUnquoted = notSet(" \t\r\n\v\f\"'`,;&(){}[]<>\\")
+	// credential characters after an Authorization scheme or Bearer
+	setAuthValue = newSet("A-Za-z0-9._~+/=-")
+	setAuthSch   = newSet("A-Za-z0-9-")
+	setPEMLabel  = newSet("A-Z0-9 ")
+	setPEMBody   = newSet("A-Za-z0-9+/=:,-")
+	setAzure     = newSet("A-Za-z0-9_~.")
+	setAzureBody = newSet("A-Za-z0-9_~.-")
+	setSAS       = newSet("A-Za-z0-9%+/=")
+	setMaskID    = newSet("a-z0-9-")
+	setWebhook   = newSet("A-Za-z0-9_/-")
+	setAge       = newSet("QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L")
+)
+
+func isSpace(c int) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
+}
+
+func isDigit(c byte) bool  { return '0' <= c && c <= '9' }
+func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
+
+// wordBefore reports whether the byte before position i is a word byte.
+func wordBefore(s string, i int) bool { return i > 0 && setWord[s[i-1]] }
+
+// wordAt reports whether v has a word byte at i.
+func wordAt(v *view, i int) bool {
+	c := v.at(i)
+	return c >= 0 && setWord[c]
+}
+
+// textStats summarises the characters of a value.
+type textStats struct {
+	lower, upper, digit, other int
+	distinct                   int
+	entropy                    float64 // Shannon entropy, bits per byte
+}
+
+func (t textStats) classes() int {
+	n := 0
+	for _, c := range [...]int{t.lower, t.upper, t.digit, t.other} {
+		if c > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+func statsOf(v string) textStats {
+	var cnt [256]uint32
+	var seen [256]byte
+	var t textStats
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if cnt[c] == 0 {
+			seen[t.distinct] = c
+			t.distinct++
+		}
+		cnt[c]++
+		switch {
+		case 'a' <= c && c <= 'z':
+			t.lower++
+		case 'A' <= c && c <= 'Z':
+			t.upper++
+		case '0' <= c && c <= '9':
+			t.digit++
+		default:
+			t.other++
+		}
+	}
+	if len(v) == 0 {
+		return t
+	}
+	// H = log2(n) - (1/n) * sum(c * log2(c)) over the byte counts c.
+	sum := 0.0
+	for _, c := range seen[:t.distinct] {
+		if k := float64(cnt[c]); k > 1 {
+			sum += k * math.Log2(k)
+		}
+	}
+	n := float64(len(v))
+	t.entropy = math.Log2(n) - sum/n
+	return t
+}
+
+// distinctAtLeast reports whether v has at least k distinct bytes.
+func distinctAtLeast(v string, k int) bool {
+	var seen [256]bool
+	n := 0
+	for i := 0; i < len(v); i++ {
+		if !seen[v[i]] {
+			seen[v[i]] = true
+			n++
+			if n >= k {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func hasDigitAndLetter(v string) bool {
+	d, l := false, false
+	for i := 0; i < len(v); i++ {
+		d = d || isDigit(v[i])
+		l = l || isLetter(v[i])
+	}
+	return d && l
+}
+
+func hasUpperAndLower(v string) bool {
+	u, l := false, false
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		u = u || 'A' <= c && c <= 'Z'
+		l = l || 'a' <= c && c <= 'z'
+	}
+	return u && l
+}
+
+// equalFold reports ASCII case-insensitive equality.
+func equalFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		if fold(a[i]) != fold(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func hasPrefixFold(s, p string) bool { return len(s) >= len(p) && equalFold(s[:len(p)], p) }
+func hasSuffixFold(s, p string) bool {
+	return len(s) >= len(p) && equalFold(s[len(s)-len(p):], p)
+}

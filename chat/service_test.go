@@ -1,0 +1,223 @@
+package chat_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prchat/prchat/agentsession"
+	"github.com/prchat/prchat/agentsession/agentsessiontest"
+	"github.com/prchat/prchat/agentsession/scripted"
+	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/chat/mask"
+	"github.com/prchat/prchat/store/storetest"
+)
+
+// fakeQueue records enqueued turns and runs nothing: tests call Run.
+type fakeQueue struct {
+	mu       sync.Mutex
+	enqueued []string
+}
+
+func (q *fakeQueue) Enqueue(_ context.Context, turnID, _ string) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.enqueued = append(q.enqueued, turnID)
+	return nil
+}
+func (q *fakeQueue) Cancel(context.Context, string) error { return nil }
+func (q *fakeQueue) Ping(context.Context) error           { return nil }
+
+// fakeHosts says which runners are alive.
+type fakeHosts struct {
+	mu   sync.Mutex
+	dead map[string]bool
+}
+
+func (h *fakeHosts) Alive(context.Context, string) (bool, error) { return true, nil }
+func (h *fakeHosts) RunnerAlive(_ context.Context, r string) (bool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.dead[r], nil
+}
+func (h *fakeHosts) kill(r string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.dead[r] = true
+}
+
+type fixture struct {
+	store    chat.Store
+	hosts    *fakeHosts
+	scripted *scripted.Backend
+	services []*chat.Service
+	conv     string
+	turn     string
+}
+
+// setup makes two Services (two workers) over one store with a scripted
+// agent, and asks a question whose turn is queued.
+func setup(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{store: storetest.New(t), hosts: &fakeHosts{dead: map[string]bool{}}, scripted: scripted.New("")}
+	repo := agentsessiontest.NewRepo(t, map[string]string{"a.go": "package a\n\nfunc A() {}\n"})
+	ws, err := agentsession.NewWorkspaces(agentsession.Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"w1", "w2"} {
+		svc, err := chat.NewService(chat.Config{WorkerID: id, MaxRepairs: 2}, chat.Deps{
+			Store: f.store, Queue: &fakeQueue{}, Hosts: f.hosts, Workspaces: ws,
+			Backends: []chat.Backend{f.scripted}, Masker: mask.New(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.services = append(f.services, svc)
+	}
+	ctx := context.Background()
+	svc := f.services[0]
+	r := repo.Repository("acme/a")
+	if _, _, err := svc.RegisterRepository(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.RecordReview(ctx, "acme/a", chat.Review{PR: 1, HeadSHA: repo.Head(), Backend: "scripted"}); err != nil {
+		t.Fatal(err)
+	}
+	c, _, err := svc.Ask(ctx, "acme/a", 1, 0, chat.Ask{Question: "What does A do?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	turns, err := f.store.PendingTurns(ctx)
+	if err != nil || len(turns) != 1 {
+		t.Fatalf("pending turns = %v, %v", turns, err)
+	}
+	f.conv, f.turn = c.ID, turns[0].ID
+	return f
+}
+
+func answer(text string) *chat.Answer {
+	return &chat.Answer{AnswerMarkdown: text, Citations: []chat.Citation{{Path: "a.go", StartLine: 3, EndLine: 3}}}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestFencingTwoRunsStoreOneAnswer simulates asynq's duplicate delivery
+// after a worker was taken for dead: the second run takes the turn over,
+// and the first, when it wakes, stores nothing.
+func TestFencingTwoRunsStoreOneAnswer(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	release := make(chan struct{})
+	f.scripted.Push(scripted.Step{Wait: release, Answer: answer("from the first run"),
+		Events: []chat.Event{{Type: chat.EventTextDelta, Text: "first run thinking"}}})
+	f.scripted.Push(scripted.Step{Answer: answer("from the second run")})
+
+	first := make(chan error, 1)
+	go func() { first <- f.services[0].Run(ctx, f.turn, "w1/a") }()
+	waitFor(t, "the first run's agent call", func() bool { return len(f.scripted.Requests()) == 1 })
+
+	// While the first runner is alive, a duplicate delivery does nothing.
+	if err := f.services[1].Run(ctx, f.turn, "w2/b"); err != nil {
+		t.Fatalf("duplicate run: %v", err)
+	}
+	if n := len(f.scripted.Requests()); n != 1 {
+		t.Fatalf("a duplicate delivery ran the agent: %d calls", n)
+	}
+
+	// The first worker is taken for dead: the next delivery takes over.
+	f.hosts.kill("w1/a")
+	if err := f.services[1].Run(ctx, f.turn, "w2/b"); err != nil {
+		t.Fatalf("takeover run: %v", err)
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatalf("first run: %v", err)
+	}
+
+	turn, err := f.store.Turn(ctx, f.conv, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if turn.State != chat.StateSucceeded || turn.Answer == nil || turn.Answer.AnswerMarkdown != "from the second run" {
+		t.Fatalf("turn = %+v, want the second run's answer", turn)
+	}
+	if turn.Fence != 2 {
+		t.Errorf("fence = %d, want 2 (two claims)", turn.Fence)
+	}
+	events, err := f.store.Events(ctx, f.turn, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dones := 0
+	for i, e := range events {
+		if e.Seq != int64(i+1) {
+			t.Errorf("event %d has seq %d: the transcript has a gap or a duplicate", i, e.Seq)
+		}
+		if e.Type == chat.EventDone {
+			dones++
+			if e.Answer == nil || e.Answer.AnswerMarkdown != "from the second run" {
+				t.Errorf("done event carries %+v", e.Answer)
+			}
+		}
+	}
+	if dones != 1 {
+		t.Errorf("transcript has %d done events, want 1", dones)
+	}
+}
+
+// TestRunOfASettledTurnDoesNothing: a job delivered again after its turn
+// was cancelled returns at once without calling the agent.
+func TestRunOfASettledTurnDoesNothing(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	if _, err := f.services[0].Cancel(ctx, f.conv, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.services[1].Run(ctx, f.turn, "w2/b"); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if n := len(f.scripted.Requests()); n != 0 {
+		t.Fatalf("agent calls = %d, want 0", n)
+	}
+	turn, _ := f.store.Turn(ctx, f.conv, 1)
+	if turn.State != chat.StateCancelled {
+		t.Fatalf("state = %s, want cancelled", turn.State)
+	}
+}
+
+// TestTooManyAttemptsIsInterrupted: a turn whose runs keep dying under it is
+// settled as interrupted instead of being tried forever.
+func TestTooManyAttemptsIsInterrupted(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	for i, runner := range []string{"x/1", "x/2", "x/3"} {
+		if _, err := f.store.ClaimTurn(ctx, f.turn, runner, nil); err != nil {
+			t.Fatalf("claim %d: %v", i, err)
+		}
+		f.hosts.kill(runner)
+	}
+	if err := f.services[0].Run(ctx, f.turn, "w1/a"); err != nil {
+		t.Fatal(err)
+	}
+	turn, _ := f.store.Turn(ctx, f.conv, 1)
+	if turn.State != chat.StateInterrupted || turn.Reason != chat.ReasonInterrupted {
+		t.Fatalf("turn = %s/%s, want interrupted/interrupted", turn.State, turn.Reason)
+	}
+	if n := len(f.scripted.Requests()); n != 0 {
+		t.Fatalf("agent calls = %d, want 0", n)
+	}
+}
