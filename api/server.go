@@ -23,6 +23,9 @@ type Config struct {
 	BodyLimit int64
 	// MaxWait caps a long-poll's ?wait=. Default 60s.
 	MaxWait time.Duration
+	// PingInterval is how often an idle SSE stream gets a ": ping"
+	// comment. Default 15s.
+	PingInterval time.Duration
 	// Registry collects the metrics served at /metrics. Default a new one.
 	Registry *prometheus.Registry
 	Logger   *slog.Logger
@@ -31,6 +34,7 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	c.BodyLimit = cmp.Or(c.BodyLimit, 2<<20)
 	c.MaxWait = cmp.Or(c.MaxWait, 60*time.Second)
+	c.PingInterval = cmp.Or(c.PingInterval, 15*time.Second)
 	if c.Registry == nil {
 		c.Registry = prometheus.NewRegistry()
 	}
@@ -46,8 +50,9 @@ type Server struct {
 	echo    *echo.Echo
 	metrics *metrics
 
-	mu   sync.Mutex
-	http *http.Server
+	mu     sync.Mutex
+	http   *http.Server
+	cancel context.CancelFunc // ends the requests in flight (SSE streams)
 }
 
 // New returns a Server answering for svc.
@@ -72,10 +77,13 @@ func (s *Server) Handler() http.Handler { return s.echo }
 // Serve serves HTTP on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
+	base, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
 	s.http = &http.Server{
 		Handler:           s.echo,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return base },
 	}
 	srv := s.http
 	s.mu.Unlock()
@@ -85,15 +93,16 @@ func (s *Server) Serve(ln net.Listener) error {
 	return nil
 }
 
-// Shutdown stops the server, letting requests in flight finish until ctx
-// ends. Safe to call twice.
+// Shutdown stops the server: event streams end at once, other requests in
+// flight may finish until ctx ends. Safe to call twice.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
-	srv := s.http
+	srv, cancel := s.http, s.cancel
 	s.mu.Unlock()
 	if srv == nil {
 		return nil
 	}
+	cancel()
 	return srv.Shutdown(ctx)
 }
 
@@ -117,4 +126,7 @@ func (s *Server) routes() {
 	v1.POST("/conversations/:id/turns", s.continueConversation)
 	v1.GET("/conversations/:id/turns/:n", s.getTurn)
 	v1.POST("/conversations/:id/turns/:n/cancel", s.cancelTurn)
+	v1.GET("/conversations/:id/turns/:n/events", s.turnEvents)
+	v1.GET("/conversations/:id/turns/:n/transcript", s.transcript)
+	v1.GET("/repos/:owner/:repo/events", s.repoEvents)
 }

@@ -121,10 +121,40 @@ type Hosts interface {
 	RunnerAlive(ctx context.Context, runner string) (bool, error)
 }
 
-// Publisher delivers a turn's events live to subscribers (through Redis in
-// production). Optional: without one, clients read the stored transcript.
+// Publisher delivers events live to subscribers in any API process
+// (through Redis streams in production). Optional: without one, clients
+// read the stored transcript.
 type Publisher interface {
+	// Publish delivers a turn's events, already stored, in order.
 	Publish(ctx context.Context, turnID string, events []Event) error
+	// PublishFeed delivers a turn's state change to the repository's feed.
+	PublishFeed(ctx context.Context, repo string, e FeedEvent) error
+}
+
+// Follower follows what a Publisher delivers. Implemented by package worker.
+type Follower interface {
+	// Follow returns the live events of a turn with Seq > after, as they
+	// are published. The channel closes when ctx ends, or early when the
+	// subscriber falls too far behind (then catch up from the store and
+	// follow again).
+	Follow(ctx context.Context, turnID string, after int64) (<-chan Event, error)
+	// FollowFeed returns a repository's feed events published after the
+	// feed position after ("" = from now). Closing is as for Follow.
+	FollowFeed(ctx context.Context, repo, after string) (<-chan FeedEvent, error)
+}
+
+// FeedEvent is a turn's state change, as a repository's feed shows it.
+type FeedEvent struct {
+	// ID is the event's position in the feed (set by the Follower).
+	ID             string    `json:"-"`
+	Type           string    `json:"type"` // always "turn"
+	Repository     string    `json:"repository"`
+	PR             int       `json:"pr"`
+	ConversationID string    `json:"conversation_id"`
+	Turn           int       `json:"turn"`
+	State          State     `json:"state"`
+	Reason         Reason    `json:"reason,omitempty"`
+	At             time.Time `json:"at"`
 }
 
 // Backend is an agent that can answer a turn: it starts, resumes or forks a

@@ -75,6 +75,9 @@ type run struct {
 	seq     int64
 	pending []Event
 	fenced  bool
+	// repo and pr are the turn's, for the repository feed.
+	repo string
+	pr   int
 }
 
 // plan is how the agent of a turn starts.
@@ -251,6 +254,8 @@ func (r *run) plan(ctx context.Context) (*plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load repository: %w", err)
 	}
+	r.repo, r.pr = rev.Repository, rev.PR
+	s.feed(ctx, r.repo, r.pr, r.turn, StateRunning, "")
 	p := &plan{
 		name:   cmp.Or(r.turn.Backend, conv.Backend, s.cfg.DefaultBackend),
 		model:  cmp.Or(r.turn.Model, conv.Model),
@@ -358,6 +363,9 @@ func (r *run) finish(ctx context.Context, o Outcome) error {
 		return fmt.Errorf("finish turn %s: %w", r.turn.ID, err)
 	}
 	s.publish(ctx, r.turn.ID, o.Events)
+	if r.repo != "" {
+		s.feed(ctx, r.repo, r.pr, r.turn, o.State, o.Reason)
+	}
 	s.log.InfoContext(ctx, "turn finished", slog.String("turn", r.turn.ID), slog.String("state", string(o.State)),
 		slog.String("reason", string(o.Reason)), slog.String("session", string(o.Session)), slog.Int("repairs", o.Usage.Repairs))
 	return nil

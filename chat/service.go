@@ -70,8 +70,9 @@ type Deps struct {
 	Workspaces Workspaces
 	Backends   []Backend
 	Masker     Masker
-	// Publisher, if set, delivers events live.
+	// Publisher and Follower, if set, deliver events live.
 	Publisher Publisher
+	Follower  Follower
 	Logger    *slog.Logger
 	// Now tells the time (time.Now by default).
 	Now Clock
@@ -89,6 +90,7 @@ type Service struct {
 	backends   map[string]Backend
 	masker     Masker
 	publisher  Publisher
+	follower   Follower
 	log        *slog.Logger
 	now        Clock
 
@@ -113,6 +115,7 @@ func NewService(cfg Config, d Deps) (*Service, error) {
 		backends:   make(map[string]Backend),
 		masker:     d.Masker,
 		publisher:  d.Publisher,
+		follower:   d.Follower,
 		log:        cmp.Or(d.Logger, slog.New(slog.DiscardHandler)),
 		now:        d.Now,
 	}
@@ -233,6 +236,7 @@ func (s *Service) Ask(ctx context.Context, repo string, pr, version int, a Ask) 
 		return Conversation{}, Turn{}, err
 	}
 	s.enqueue(ctx, t)
+	s.feed(ctx, c.Repository, c.PR, t, StateQueued, "")
 	return c, t, nil
 }
 
@@ -261,6 +265,7 @@ func (s *Service) Continue(ctx context.Context, conversationID string, a Ask) (T
 		return Turn{}, err
 	}
 	s.enqueue(ctx, t)
+	s.feed(ctx, c.Repository, c.PR, t, StateQueued, "")
 	return t, nil
 }
 
@@ -457,6 +462,11 @@ func (s *Service) Settle(ctx context.Context, turnID string, state State, reason
 		return fmt.Errorf("settle turn %s: store events: %w", turnID, err)
 	}
 	s.publish(ctx, turnID, evs)
+	if s.publisher != nil {
+		if c, err := s.store.Conversation(ctx, t.ConversationID); err == nil {
+			s.feed(ctx, c.Repository, c.PR, t, state, reason)
+		}
+	}
 	s.log.InfoContext(ctx, "turn settled", slog.String("turn", turnID), slog.String("state", string(state)), slog.String("reason", string(reason)))
 	return nil
 }
@@ -467,6 +477,17 @@ func (s *Service) publish(ctx context.Context, turnID string, evs []Event) {
 	}
 	if err := s.publisher.Publish(ctx, turnID, evs); err != nil {
 		s.log.WarnContext(ctx, "publish events", slog.String("turn", turnID), slog.Any("err", err))
+	}
+}
+
+// feed publishes a turn's state change to its repository's feed.
+func (s *Service) feed(ctx context.Context, repo string, pr int, t Turn, state State, reason Reason) {
+	if s.publisher == nil {
+		return
+	}
+	e := FeedEvent{Type: "turn", Repository: repo, PR: pr, ConversationID: t.ConversationID, Turn: t.Number, State: state, Reason: reason, At: s.now()}
+	if err := s.publisher.PublishFeed(ctx, repo, e); err != nil {
+		s.log.WarnContext(ctx, "publish feed event", slog.String("turn", t.ID), slog.Any("err", err))
 	}
 }
 

@@ -52,6 +52,7 @@ type options struct {
 	heartbeatTTL   time.Duration
 	reconcileGrace time.Duration
 	maxRetry       int
+	pingInterval   time.Duration
 }
 
 // daemon is a running prchat process.
@@ -61,6 +62,7 @@ type daemon struct {
 	embedded   *worker.EmbeddedRedis
 	rdb        redis.UniversalClient
 	queue      *worker.Queue
+	events     *worker.Events
 	svc        *chat.Service
 	api        *api.Server
 	ln         net.Listener
@@ -148,14 +150,17 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 		return nil, err
 	}
 	hosts := worker.NewHosts(d.rdb)
+	d.events = worker.NewEvents(d.rdb, worker.EventsConfig{Logger: log})
 
 	deps := chat.Deps{
-		Store:    d.store,
-		Queue:    d.queue,
-		Hosts:    hosts,
-		Masker:   mask.New(cfg.secrets()...),
-		Logger:   log,
-		Backends: o.backends,
+		Store:     d.store,
+		Queue:     d.queue,
+		Hosts:     hosts,
+		Masker:    mask.New(cfg.secrets()...),
+		Logger:    log,
+		Backends:  o.backends,
+		Publisher: d.events,
+		Follower:  d.events,
 	}
 	if r.worker {
 		if deps.Workspaces, err = agentsession.NewWorkspaces(agentsession.Config{DataDir: cfg.DataDir, Logger: log}); err != nil {
@@ -209,7 +214,7 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 	if r.api {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		if d.api, err = api.New(api.Config{Registry: reg, Logger: log}, d.svc); err != nil {
+		if d.api, err = api.New(api.Config{Registry: reg, Logger: log, PingInterval: o.pingInterval}, d.svc); err != nil {
 			return nil, err
 		}
 		if d.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
@@ -264,6 +269,9 @@ func (d *daemon) Stop() {
 		}
 		if d.heartbeat != nil {
 			d.heartbeat.Stop()
+		}
+		if d.events != nil {
+			d.events.Close()
 		}
 		if d.rdb != nil {
 			_ = d.rdb.Close()

@@ -1,0 +1,374 @@
+package worker
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prchat/prchat/chat"
+	"github.com/redis/go-redis/v9"
+)
+
+// EventsConfig configures Events.
+type EventsConfig struct {
+	// MaxLen bounds each turn's stream (approximately). Default 10,000.
+	MaxLen int64
+	// TTL is how long a turn's stream lives after its last event; streams
+	// of settled turns expire after SettledTTL. Defaults 24h and 1h.
+	TTL        time.Duration
+	SettledTTL time.Duration
+	// FeedMaxLen bounds each repository's feed stream. Default 1,000.
+	FeedMaxLen int64
+	// Buffer is how many events a follower may lag behind before it is
+	// dropped (it then catches up from the store). Default 256.
+	Buffer int
+	// Block is how long one blocking read waits. Default 5s.
+	Block  time.Duration
+	Logger *slog.Logger
+}
+
+func (c EventsConfig) withDefaults() EventsConfig {
+	c.MaxLen = cmp.Or(c.MaxLen, 10_000)
+	c.TTL = cmp.Or(c.TTL, 24*time.Hour)
+	c.SettledTTL = cmp.Or(c.SettledTTL, time.Hour)
+	c.FeedMaxLen = cmp.Or(c.FeedMaxLen, 1_000)
+	c.Buffer = cmp.Or(c.Buffer, 256)
+	c.Block = cmp.Or(c.Block, 5*time.Second)
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
+	return c
+}
+
+// Events carries turn events between processes through Redis: a stream per
+// turn (prchat:events:<turn id>, entry ids <seq>-1) and a stream per
+// repository feed (prchat:feed:<owner/repo>). It implements chat.Publisher
+// and chat.Follower. One reader goroutine per process serves every follower
+// of that process with one blocking XREAD over the watched streams, so the
+// number of subscribers costs no Redis connections, and a slow follower is
+// dropped rather than slowing the others.
+type Events struct {
+	rdb  redis.UniversalClient
+	cfg  EventsConfig
+	log  *slog.Logger
+	wake string // the stream that interrupts the reader when the watch set changes
+
+	mu      sync.Mutex
+	watches map[string]*watch // stream key -> followers
+	running bool
+	closed  bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+var (
+	_ chat.Publisher = (*Events)(nil)
+	_ chat.Follower  = (*Events)(nil)
+)
+
+// watch is one stream with local followers.
+type watch struct {
+	last      string // the id read last
+	followers map[*follower]struct{}
+}
+
+// follower receives the entries of one stream.
+type follower struct {
+	deliver func(id string, data []byte) bool // false: the follower is full
+	close   func()
+}
+
+// NewEvents returns Events on rdb.
+func NewEvents(rdb redis.UniversalClient, cfg EventsConfig) *Events {
+	cfg = cfg.withDefaults()
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return &Events{rdb: rdb, cfg: cfg, log: cfg.Logger, wake: "prchat:wake:" + hex.EncodeToString(b[:]), watches: map[string]*watch{}}
+}
+
+func turnKey(turnID string) string { return "prchat:events:" + turnID }
+func feedKey(repo string) string   { return "prchat:feed:" + repo }
+
+// Publish adds a turn's events to its stream.
+func (e *Events) Publish(ctx context.Context, turnID string, events []chat.Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	key := turnKey(turnID)
+	ttl := e.cfg.TTL
+	pipe := e.rdb.Pipeline()
+	for _, ev := range events {
+		data, err := json.Marshal(ev)
+		if err != nil {
+			return fmt.Errorf("publish events of turn %s: %w", turnID, err)
+		}
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: key, ID: strconv.FormatInt(ev.Seq, 10) + "-1", MaxLen: e.cfg.MaxLen, Approx: true, Values: []any{"e", data}})
+		if ev.Final() {
+			ttl = e.cfg.SettledTTL
+		}
+	}
+	pipe.Expire(ctx, key, ttl)
+	cmds, err := pipe.Exec(ctx)
+	if err != nil {
+		// An id at or below the stream's last one means another run already
+		// published it: not an error for the followers.
+		for _, c := range cmds {
+			if c.Err() != nil && !strings.Contains(c.Err().Error(), "equal or smaller") {
+				return fmt.Errorf("publish events of turn %s: %w", turnID, c.Err())
+			}
+		}
+	}
+	return nil
+}
+
+// PublishFeed adds a state change to the repository's feed.
+func (e *Events) PublishFeed(ctx context.Context, repo string, fe chat.FeedEvent) error {
+	data, err := json.Marshal(fe)
+	if err != nil {
+		return fmt.Errorf("publish feed of %s: %w", repo, err)
+	}
+	key := feedKey(repo)
+	pipe := e.rdb.Pipeline()
+	pipe.XAdd(ctx, &redis.XAddArgs{Stream: key, MaxLen: e.cfg.FeedMaxLen, Approx: true, Values: []any{"e", data}})
+	pipe.Expire(ctx, key, e.cfg.TTL)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("publish feed of %s: %w", repo, err)
+	}
+	return nil
+}
+
+// Follow returns the live events of a turn with Seq > after.
+func (e *Events) Follow(ctx context.Context, turnID string, after int64) (<-chan chat.Event, error) {
+	ch := make(chan chat.Event, e.cfg.Buffer)
+	var once sync.Once
+	f := &follower{close: func() { once.Do(func() { close(ch) }) }}
+	f.deliver = func(_ string, data []byte) bool {
+		var ev chat.Event
+		if err := json.Unmarshal(data, &ev); err != nil {
+			e.log.Warn("decode turn event", slog.String("turn", turnID), slog.Any("err", err))
+			return true
+		}
+		select {
+		case ch <- ev:
+			return true
+		default:
+			return false
+		}
+	}
+	if err := e.add(ctx, turnKey(turnID), strconv.FormatInt(after, 10)+"-1", f); err != nil {
+		return nil, err
+	}
+	return ch, nil
+}
+
+// FollowFeed returns a repository's feed events after the position after
+// ("" = from now).
+func (e *Events) FollowFeed(ctx context.Context, repo, after string) (<-chan chat.FeedEvent, error) {
+	key := feedKey(repo)
+	if after == "" {
+		// "From now": the feed's current last id.
+		msgs, err := e.rdb.XRevRangeN(ctx, key, "+", "-", 1).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("follow feed of %s: %w", repo, err)
+		}
+		after = "0-0"
+		if len(msgs) > 0 {
+			after = msgs[0].ID
+		}
+	} else if !validStreamID(after) {
+		return nil, chat.Errorf(chat.CodeInvalid, "Last-Event-ID %q is not a feed position", after)
+	}
+	ch := make(chan chat.FeedEvent, e.cfg.Buffer)
+	var once sync.Once
+	f := &follower{close: func() { once.Do(func() { close(ch) }) }}
+	f.deliver = func(id string, data []byte) bool {
+		var fe chat.FeedEvent
+		if err := json.Unmarshal(data, &fe); err != nil {
+			return true
+		}
+		fe.ID = id
+		select {
+		case ch <- fe:
+			return true
+		default:
+			return false
+		}
+	}
+	if err := e.add(ctx, key, after, f); err != nil {
+		return nil, err
+	}
+	return ch, nil
+}
+
+func validStreamID(id string) bool {
+	ms, seq, ok := strings.Cut(id, "-")
+	if !ok {
+		return false
+	}
+	_, err1 := strconv.ParseUint(ms, 10, 64)
+	_, err2 := strconv.ParseUint(seq, 10, 64)
+	return err1 == nil && err2 == nil
+}
+
+// add registers a follower of key from id, and removes it when ctx ends.
+func (e *Events) add(ctx context.Context, key, from string, f *follower) error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return errors.New("events: closed")
+	}
+	w := e.watches[key]
+	if w == nil {
+		w = &watch{last: from, followers: map[*follower]struct{}{}}
+		e.watches[key] = w
+	}
+	// A follower joining a watched stream gets entries from the reader's
+	// position on; chat reads what came before from the store.
+	w.followers[f] = struct{}{}
+	if !e.running {
+		e.running = true
+		rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		e.cancel, e.done = cancel, make(chan struct{})
+		go e.read(rctx)
+	}
+	e.mu.Unlock()
+	e.poke()
+	go func() {
+		<-ctx.Done()
+		e.remove(key, f)
+	}()
+	return nil
+}
+
+func (e *Events) remove(key string, f *follower) {
+	e.mu.Lock()
+	if w := e.watches[key]; w != nil {
+		if _, ok := w.followers[f]; ok {
+			delete(w.followers, f)
+			f.close()
+		}
+		if len(w.followers) == 0 {
+			delete(e.watches, key)
+		}
+	}
+	e.mu.Unlock()
+}
+
+// poke interrupts the reader's blocking read so it sees a new watch.
+func (e *Events) poke() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err := e.rdb.XAdd(ctx, &redis.XAddArgs{Stream: e.wake, MaxLen: 10, Approx: false, Values: []any{"w", "1"}}).Err()
+	if err == nil {
+		err = e.rdb.Expire(ctx, e.wake, time.Hour).Err()
+	}
+	if err != nil {
+		e.log.Warn("wake events reader", slog.Any("err", err))
+	}
+}
+
+// read is the process's one reader: it blocks on every watched stream at
+// once and hands what arrives to the followers.
+func (e *Events) read(ctx context.Context) {
+	defer close(e.done)
+	wakeLast := "0-0" // not "$": a wake sent before the first read must count
+	for ctx.Err() == nil {
+		e.mu.Lock()
+		keys := make([]string, 0, len(e.watches)+1)
+		ids := make([]string, 0, len(e.watches)+1)
+		for k, w := range e.watches {
+			keys = append(keys, k)
+			ids = append(ids, w.last)
+		}
+		e.mu.Unlock()
+		keys = append(keys, e.wake)
+		ids = append(ids, wakeLast)
+		res, err := e.rdb.XRead(ctx, &redis.XReadArgs{Streams: append(keys, ids...), Block: e.cfg.Block, Count: 256}).Result()
+		switch {
+		case errors.Is(err, redis.Nil):
+			continue
+		case err != nil:
+			if ctx.Err() != nil {
+				return
+			}
+			e.log.Warn("read events", slog.Any("err", err))
+			e.dropAll() // followers catch up from the store and follow again
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+			continue
+		}
+		for _, st := range res {
+			if st.Stream == e.wake {
+				if n := len(st.Messages); n > 0 {
+					wakeLast = st.Messages[n-1].ID
+				}
+				continue
+			}
+			e.dispatch(st)
+		}
+	}
+}
+
+// dispatch hands a stream's new entries to its followers; a follower that
+// cannot take them is dropped.
+func (e *Events) dispatch(st redis.XStream) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	w := e.watches[st.Stream]
+	if w == nil {
+		return
+	}
+	for _, m := range st.Messages {
+		w.last = m.ID
+		data, _ := m.Values["e"].(string)
+		for f := range w.followers {
+			if !f.deliver(m.ID, []byte(data)) {
+				delete(w.followers, f)
+				f.close()
+			}
+		}
+	}
+	if len(w.followers) == 0 {
+		delete(e.watches, st.Stream)
+	}
+}
+
+// dropAll closes every follower (Redis failed under them).
+func (e *Events) dropAll() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for k, w := range e.watches {
+		for f := range w.followers {
+			f.close()
+		}
+		delete(e.watches, k)
+	}
+}
+
+// Close stops the reader and closes every follower. Safe to call twice.
+func (e *Events) Close() {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return
+	}
+	e.closed = true
+	cancel, done := e.cancel, e.done
+	e.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		e.poke() // end the blocking read now rather than at its timeout
+		<-done
+	}
+	e.dropAll()
+}
