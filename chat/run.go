@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
+
+	"github.com/prchat/prchat/chat/mask"
 )
 
 // Notes a turn can carry.
@@ -73,8 +76,11 @@ type run struct {
 	turn    Turn
 	fence   int64
 	seq     int64
+	mu      sync.Mutex // guards what follows, up to repo
 	pending []Event
 	fenced  bool
+	text    *mask.Stream // masks the text deltas of the current stretch
+	timer   *time.Timer  // stores batched text deltas
 	// repo and pr are the turn's, for the repository feed.
 	repo string
 	pr   int
@@ -353,7 +359,7 @@ func (r *run) finish(ctx context.Context, o Outcome) error {
 	} else {
 		r.emit(ctx, Event{Type: EventError, Message: o.Note, Reason: o.Reason})
 	}
-	o.Events, r.pending = r.pending, nil
+	o.Events = r.take()
 	err := s.store.FinishTurn(ctx, r.turn.ID, r.fence, o)
 	if errors.Is(err, ErrFenced) {
 		s.log.InfoContext(ctx, "turn fenced; result dropped", slog.String("turn", r.turn.ID))
@@ -371,39 +377,99 @@ func (r *run) finish(ctx context.Context, o Outcome) error {
 	return nil
 }
 
-// emit masks an event, numbers it and stores it (text deltas in batches).
+// textFlushDelay is how long text deltas may wait to be stored together.
+const textFlushDelay = 100 * time.Millisecond
+
+// emit masks an event, numbers it and stores it. Text deltas go through a
+// streaming masker, so a secret split across deltas is masked too, and are
+// stored in batches (at most textFlushDelay late).
 func (r *run) emit(ctx context.Context, e Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.fenced {
 		return
 	}
+	if e.At.IsZero() {
+		e.At = r.s.now()
+	}
+	if e.Type == EventTextDelta {
+		if r.text == nil {
+			r.text = r.s.masker.Stream()
+		}
+		if e.Text = r.text.Write(e.Text); e.Text == "" {
+			return // held back: it may be the start of a secret
+		}
+		r.add(e)
+		switch {
+		case len(r.pending) >= 32 || e.At.Sub(r.pending[0].At) >= textFlushDelay:
+			r.flushLocked(ctx)
+		case r.timer == nil:
+			fctx := context.WithoutCancel(ctx)
+			r.timer = time.AfterFunc(textFlushDelay, func() {
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				r.timer = nil
+				r.flushLocked(fctx)
+			})
+		}
+		return
+	}
+	r.endText(e.At)
 	m := r.s.masker
 	e.Text, e.Summary, e.Message = m.String(e.Text), m.String(e.Summary), m.String(e.Message)
 	if len(e.Input) > 0 {
 		e.Input = maskJSON(m, e.Input)
 	}
-	if e.At.IsZero() {
-		e.At = r.s.now()
+	r.add(e)
+	switch {
+	case e.Type == EventDone, e.Type == EventError, e.Type == EventUsage, e.Type == EventState && e.State.Final():
+		return // stored with the outcome
 	}
+	r.flushLocked(ctx)
+}
+
+// endText releases what the streaming masker still holds back.
+func (r *run) endText(at time.Time) {
+	if r.text == nil {
+		return
+	}
+	if rest := r.text.Flush(); rest != "" {
+		r.add(Event{Type: EventTextDelta, Text: rest, At: at})
+	}
+	r.text = nil
+}
+
+// add numbers an event and queues it to be stored.
+func (r *run) add(e Event) {
 	r.seq++
 	e.Seq = r.seq
 	r.pending = append(r.pending, e)
-	switch e.Type {
-	case EventTextDelta:
-		if len(r.pending) < 32 && e.At.Sub(r.pending[0].At) < 100*time.Millisecond {
-			return
-		}
-	case EventDone, EventError, EventUsage:
-		return // stored with the outcome
-	case EventState:
-		if e.State.Final() {
-			return
-		}
-	}
-	r.flush(ctx)
 }
 
-// flush stores the pending events; a fenced run stops emitting.
+// flush stores the pending events.
 func (r *run) flush(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.endText(r.s.now())
+	r.flushLocked(ctx)
+}
+
+// take returns the pending events for the outcome and stops batching.
+func (r *run) take() []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.timer != nil {
+		r.timer.Stop()
+		r.timer = nil
+	}
+	evs := r.pending
+	r.pending = nil
+	return evs
+}
+
+// flushLocked stores the pending events and sends them live; a fenced run
+// stops emitting. The caller holds r.mu.
+func (r *run) flushLocked(ctx context.Context) {
 	if len(r.pending) == 0 || r.fenced {
 		return
 	}
@@ -422,7 +488,7 @@ func (r *run) flush(ctx context.Context) {
 }
 
 // maskJSON masks the string values of a JSON document.
-func maskJSON(m Masker, raw json.RawMessage) json.RawMessage {
+func maskJSON(m *mask.Masker, raw json.RawMessage) json.RawMessage {
 	masked := m.String(string(raw))
 	if masked == string(raw) || !json.Valid([]byte(masked)) {
 		if masked != string(raw) {

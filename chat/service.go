@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/prchat/prchat/chat/mask"
 )
 
 // Config holds the Service's settings.
@@ -56,11 +58,6 @@ func (c Config) validate() error {
 	return nil
 }
 
-// Masker hides secrets in text before it is stored or sent.
-type Masker interface {
-	String(s string) string
-}
-
 // Deps are the parts a Service works with. Store, Queue and Hosts are
 // required; a Service that runs turns also needs Workspaces and Backends.
 type Deps struct {
@@ -69,7 +66,8 @@ type Deps struct {
 	Hosts      Hosts
 	Workspaces Workspaces
 	Backends   []Backend
-	Masker     Masker
+	// Masker hides secrets; default one with the built-in rules only.
+	Masker *mask.Masker
 	// Publisher and Follower, if set, deliver events live.
 	Publisher Publisher
 	Follower  Follower
@@ -88,7 +86,7 @@ type Service struct {
 	hosts      Hosts
 	workspaces Workspaces
 	backends   map[string]Backend
-	masker     Masker
+	masker     *mask.Masker
 	publisher  Publisher
 	follower   Follower
 	log        *slog.Logger
@@ -123,7 +121,7 @@ func NewService(cfg Config, d Deps) (*Service, error) {
 		s.now = time.Now
 	}
 	if s.masker == nil {
-		return nil, errors.New("chat: a Masker is required")
+		s.masker = mask.New()
 	}
 	for _, b := range d.Backends {
 		s.backends[b.Name()] = b

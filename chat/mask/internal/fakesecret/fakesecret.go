@@ -417,17 +417,24 @@ var filler = []string{
 }
 
 // Document builds about size bytes of mixed markdown and code. After every
-// `every` filler blocks (on average) it plants a secret from formats or a
-// look-alike from lookAlikes, alternating. It returns the text and the
+// `every` filler blocks (on average) it plants a secret from Formats or a
+// look-alike from LookAlikes, alternating. It returns the text and the
 // planted samples in order.
 func Document(r *rand.Rand, size, every int) (text string, secrets, lookAlikes []Sample) {
+	blocks, secrets, lookAlikes := Blocks(r, size, every)
+	return strings.Join(blocks, ""), secrets, lookAlikes
+}
+
+// Blocks is Document split into its blocks (filler paragraphs and planted
+// samples with their separators), for callers that feed the text in parts.
+func Blocks(r *rand.Rand, size, every int) (blocks []string, secrets, lookAlikes []Sample) {
 	formats := Formats()
 	las := LookAlikes()
-	var b strings.Builder
-	b.Grow(size + 4096)
-	n := 0
-	for b.Len() < size {
-		b.WriteString(filler[r.Intn(len(filler))])
+	n, total := 0, 0
+	for total < size {
+		f := filler[r.Intn(len(filler))]
+		blocks = append(blocks, f)
+		total += len(f)
 		n++
 		if every > 0 && r.Intn(every) == 0 {
 			var s Sample
@@ -438,9 +445,9 @@ func Document(r *rand.Rand, size, every int) (text string, secrets, lookAlikes [
 				s = las[r.Intn(len(las))].Sample(r)
 				lookAlikes = append(lookAlikes, s)
 			}
-			b.WriteString(s.Text)
-			b.WriteString("\n\n")
+			blocks = append(blocks, s.Text+"\n\n")
+			total += len(s.Text) + 2
 		}
 	}
-	return b.String(), secrets, lookAlikes
+	return blocks, secrets, lookAlikes
 }
