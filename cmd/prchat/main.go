@@ -5,6 +5,7 @@
 //	prchat api       the HTTP API alone
 //	prchat worker    a worker (and reconciler) alone
 //	prchat migrate   apply the database migrations
+//	prchat ask       ask a question and stream the answer (a client)
 //
 // Every setting is a PRCHAT_* environment variable and a flag; see
 // `prchat serve --help`.
@@ -35,6 +36,7 @@ Commands:
   api       run the HTTP API
   worker    run a worker and the reconciler
   migrate   apply the database migrations
+  ask       ask a question about a pull request's review and print the answer
 
 Run 'prchat <command> --help' for the settings of a command.
 `
@@ -52,6 +54,8 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 		err = runDaemon(ctx, cmd, rest, getenv, stderr)
 	case "migrate":
 		err = runMigrate(ctx, rest, getenv, stderr)
+	case "ask":
+		err = runAsk(ctx, rest, getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -59,9 +63,13 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 		fmt.Fprintf(stderr, "prchat: unknown command %q\n\n%s", cmd, usage)
 		return 2
 	}
+	var usage usageError
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
+	case errors.As(err, &usage):
+		fmt.Fprintf(stderr, "prchat %s: %v\n", cmd, err)
+		return 2
 	case err != nil:
 		fmt.Fprintf(stderr, "prchat %s: %v\n", cmd, err)
 		return 1

@@ -1,0 +1,454 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prchat/prchat/chat"
+)
+
+// askOptions are the flags of `prchat ask`.
+type askOptions struct {
+	server       string
+	token        string
+	repo         string
+	pr           int
+	version      string
+	conversation string
+	provider     string
+	model        string
+	json         bool
+	noStream     bool
+	tty          bool
+}
+
+const askUsage = `Usage: prchat ask [flags] "question"
+
+Asks a question about a pull request's review (a new conversation on its
+latest review version unless --version is given), or the next question of a
+conversation (--conversation). Streams the agent's steps, then prints the
+answer and its citations. Exits 0 when the turn succeeded, 1 when it failed.
+
+Flags:
+`
+
+// runAsk is `prchat ask`.
+func runAsk(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	var o askOptions
+	fs := flag.NewFlagSet("prchat ask", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.server, "server", cmpOr(getenv("PRCHAT_SERVER"), "http://127.0.0.1:8080"), "prchat server URL (PRCHAT_SERVER)")
+	fs.StringVar(&o.repo, "repo", "", "repository owner/name")
+	fs.IntVar(&o.pr, "pr", 0, "pull request number")
+	fs.StringVar(&o.version, "version", "latest", "review version")
+	fs.StringVar(&o.conversation, "conversation", "", "continue this conversation")
+	fs.StringVar(&o.provider, "provider", "", "backend for this turn only")
+	fs.StringVar(&o.model, "model", "", "model for this turn only")
+	fs.BoolVar(&o.json, "json", false, "print the final turn as JSON")
+	fs.BoolVar(&o.noStream, "no-stream", false, "long-poll instead of streaming")
+	fs.Usage = func() { fmt.Fprint(stderr, askUsage); fs.PrintDefaults() }
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	o.token = getenv("PRCHAT_TOKEN")
+	question := strings.TrimSpace(strings.Join(fs.Args(), " "))
+	switch {
+	case question == "":
+		fs.Usage()
+		return usageError{"a question is required"}
+	case o.conversation == "" && (o.repo == "" || o.pr < 1):
+		return usageError{"give --repo and --pr for a new conversation, or --conversation"}
+	}
+	if f, ok := stdout.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			o.tty = true
+		}
+	}
+	c := &client{base: strings.TrimRight(o.server, "/"), token: o.token, http: &http.Client{}}
+
+	body := map[string]any{"question": question}
+	if o.provider != "" {
+		body["provider"] = o.provider
+	}
+	if o.model != "" {
+		body["model"] = o.model
+	}
+	var conv string
+	var turn int
+	if o.conversation != "" {
+		var out struct{ Turn chat.Turn }
+		if err := c.do(ctx, "POST", "/api/v1/conversations/"+url.PathEscape(o.conversation)+"/turns", body, &out); err != nil {
+			return err
+		}
+		conv, turn = o.conversation, out.Turn.Number
+	} else {
+		var out struct {
+			Conversation chat.Conversation
+			Turn         chat.Turn
+		}
+		path := fmt.Sprintf("/api/v1/repos/%s/pulls/%d/reviews/%s/conversations", o.repo, o.pr, url.PathEscape(o.version))
+		if err := c.do(ctx, "POST", path, body, &out); err != nil {
+			return err
+		}
+		conv, turn = out.Conversation.ID, out.Turn.Number
+	}
+	if !o.json {
+		fmt.Fprintf(stderr, "conversation %s, turn %d\n", conv, turn)
+	}
+
+	var t chat.Turn
+	var err error
+	if o.noStream || o.json {
+		t, err = c.poll(ctx, conv, turn)
+	} else {
+		t, err = c.stream(ctx, conv, turn, o.tty, stderr)
+	}
+	if err != nil {
+		return err
+	}
+	if o.json {
+		raw, _ := json.MarshalIndent(t, "", "  ")
+		fmt.Fprintf(stdout, "%s\n", raw)
+	} else {
+		printTurn(stdout, t, o.tty)
+	}
+	if t.State != chat.StateSucceeded {
+		return turnFailed{t}
+	}
+	return nil
+}
+
+// usageError is a mistake in the command line (exit status 2).
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// turnFailed is a turn that did not succeed (exit status 1).
+type turnFailed struct{ t chat.Turn }
+
+func (e turnFailed) Error() string {
+	return fmt.Sprintf("the turn %s: %s", e.t.State, cmpOr(string(e.t.Reason), e.t.Note))
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// client speaks to a prchat server.
+type client struct {
+	base  string
+	token string
+	http  *http.Client
+}
+
+func (c *client) request(ctx context.Context, method, path string, body any) (*http.Request, error) {
+	var rd io.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = strings.NewReader(string(raw))
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	return req, nil
+}
+
+// do sends a request and decodes the JSON answer, or the contract's error.
+func (c *client) do(ctx context.Context, method, path string, body, out any) error {
+	req, err := c.request(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("reach prchat at %s: %w", c.base, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		var e struct {
+			Error struct{ Code, Message string }
+		}
+		if json.Unmarshal(raw, &e) == nil && e.Error.Code != "" {
+			return fmt.Errorf("%s: %s", e.Error.Code, e.Error.Message)
+		}
+		return fmt.Errorf("%s %s: HTTP %d", method, path, resp.StatusCode)
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(raw, out)
+}
+
+// poll long-polls a turn until it settles.
+func (c *client) poll(ctx context.Context, conv string, n int) (chat.Turn, error) {
+	for {
+		var t chat.Turn
+		if err := c.do(ctx, "GET", fmt.Sprintf("/api/v1/conversations/%s/turns/%d?wait=30s", url.PathEscape(conv), n), nil, &t); err != nil {
+			return t, err
+		}
+		if t.State.Final() {
+			return t, nil
+		}
+	}
+}
+
+// stream follows a turn's events, showing tool steps on one spinner line
+// (or a line each when out is not a terminal), reconnecting with
+// Last-Event-ID when the connection drops. It returns the settled turn.
+func (c *client) stream(ctx context.Context, conv string, n int, tty bool, out io.Writer) (chat.Turn, error) {
+	sp := spinner{w: out, tty: tty}
+	defer sp.clear()
+	last := ""
+	for attempt := 0; ; attempt++ {
+		final, err := c.follow(ctx, conv, n, &last, &sp)
+		if final {
+			break
+		}
+		if ctx.Err() != nil {
+			return chat.Turn{}, ctx.Err()
+		}
+		if attempt >= 5 {
+			return chat.Turn{}, fmt.Errorf("follow the turn's events: %w", err)
+		}
+		time.Sleep(time.Duration(attempt+1) * 300 * time.Millisecond)
+	}
+	sp.clear()
+	var t chat.Turn
+	err := c.do(ctx, "GET", fmt.Sprintf("/api/v1/conversations/%s/turns/%d", url.PathEscape(conv), n), nil, &t)
+	return t, err
+}
+
+// follow reads one connection of the event stream; final is true once the
+// done or error event arrived.
+func (c *client) follow(ctx context.Context, conv string, n int, last *string, sp *spinner) (final bool, err error) {
+	req, err := c.request(ctx, "GET", fmt.Sprintf("/api/v1/conversations/%s/turns/%d/events", url.PathEscape(conv), n), nil)
+	if err != nil {
+		return false, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if *last != "" {
+		req.Header.Set("Last-Event-ID", *last)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return false, fmt.Errorf("events: HTTP %d", resp.StatusCode)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 8<<20)
+	var id, data string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "id: "):
+			id = line[4:]
+		case strings.HasPrefix(line, "data: "):
+			data = line[6:]
+		case line == "" && data != "":
+			var e map[string]any
+			if err := json.Unmarshal([]byte(data), &e); err == nil {
+				*last = id
+				if sp.event(e) {
+					return true, nil
+				}
+			}
+			id, data = "", ""
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return false, err
+	}
+	return false, errors.New("the event stream ended early")
+}
+
+// spinner shows what the agent is doing on one line of a terminal.
+type spinner struct {
+	w     io.Writer
+	tty   bool
+	frame int
+	shown bool
+}
+
+var spinFrames = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
+
+// event shows an event; it reports whether the event ends the turn.
+func (s *spinner) event(e map[string]any) bool {
+	str := func(k string) string { v, _ := e[k].(string); return v }
+	switch str("type") {
+	case chat.EventToolStart:
+		s.show(fmt.Sprintf("%s %s", str("tool_name"), summarizeInput(e["input"])))
+	case chat.EventToolResult:
+		s.show(fmt.Sprintf("%s: %s", str("tool_name"), firstLine(str("summary"))))
+	case chat.EventTextDelta:
+		s.show("writing the answer")
+	case chat.EventState:
+		s.show(str("state"))
+	case chat.EventNote:
+		s.clear()
+		fmt.Fprintf(s.w, "note: %s\n", str("text"))
+	case chat.EventDone, chat.EventError:
+		s.clear()
+		return true
+	}
+	return false
+}
+
+func (s *spinner) show(text string) {
+	text = firstLine(text)
+	if len(text) > 100 {
+		text = text[:100] + "…"
+	}
+	if !s.tty {
+		fmt.Fprintf(s.w, "· %s\n", text)
+		return
+	}
+	s.frame = (s.frame + 1) % len(spinFrames)
+	fmt.Fprintf(s.w, "\r\033[K%s %s", spinFrames[s.frame], text)
+	s.shown = true
+}
+
+func (s *spinner) clear() {
+	if s.tty && s.shown {
+		fmt.Fprint(s.w, "\r\033[K")
+		s.shown = false
+	}
+}
+
+func summarizeInput(v any) string {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return ""
+	}
+	for _, k := range []string{"path", "file_path", "pattern", "query", "command"} {
+		if s, ok := m[k].(string); ok {
+			return s
+		}
+	}
+	return ""
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// printTurn prints a settled turn: the answer as readable markdown and its
+// citations, or why it failed.
+func printTurn(w io.Writer, t chat.Turn, tty bool) {
+	if t.Answer != nil {
+		fmt.Fprintln(w, renderMarkdown(t.Answer.AnswerMarkdown, tty))
+		if len(t.Answer.Citations) > 0 {
+			fmt.Fprintln(w)
+			fmt.Fprintln(w, style("Citations", bold, tty))
+			for _, c := range t.Answer.Citations {
+				fmt.Fprintf(w, "  %s:%d-%d\n", c.Path, c.StartLine, c.EndLine)
+			}
+		}
+		if t.Answer.SuggestsFix != nil {
+			fmt.Fprintf(w, "\n%s %s\n", style("Suggested fix:", bold, tty), t.Answer.SuggestsFix.Summary)
+		}
+	}
+	if t.Note != "" {
+		fmt.Fprintf(w, "\n%s\n", style(t.Note, dim, tty))
+	}
+	if t.State != chat.StateSucceeded {
+		fmt.Fprintf(w, "The turn %s (%s).\n", t.State, t.Reason)
+	}
+	if t.Usage.CostUSD != nil {
+		fmt.Fprintln(w, style(fmt.Sprintf("%d in / %d out tokens, %d calls, $%s", t.Usage.InputTokens, t.Usage.OutputTokens, t.Usage.Calls, strconv.FormatFloat(*t.Usage.CostUSD, 'f', 4, 64)), dim, tty))
+	}
+}
+
+const (
+	bold = "\033[1m"
+	dim  = "\033[2m"
+	cyan = "\033[36m"
+)
+
+func style(s, code string, tty bool) string {
+	if !tty {
+		return s
+	}
+	return code + s + "\033[0m"
+}
+
+// renderMarkdown makes markdown easier to read in a terminal: headings in
+// bold, bullets as •, code blocks indented, inline code and bold marked.
+func renderMarkdown(md string, tty bool) string {
+	var b strings.Builder
+	inCode := false
+	for _, line := range strings.Split(strings.TrimRight(md, "\n"), "\n") {
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(trimmed, "```"):
+			inCode = !inCode
+			continue
+		case inCode:
+			b.WriteString("    " + style(line, cyan, tty) + "\n")
+			continue
+		case strings.HasPrefix(trimmed, "#"):
+			b.WriteString(style(strings.TrimSpace(strings.TrimLeft(trimmed, "#")), bold, tty) + "\n")
+			continue
+		case strings.HasPrefix(trimmed, "- "), strings.HasPrefix(trimmed, "* "):
+			indent := line[:len(line)-len(strings.TrimLeft(line, " "))]
+			line = indent + "• " + trimmed[2:]
+		}
+		b.WriteString(inline(line, tty) + "\n")
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// inline renders **bold** and `code` spans.
+func inline(s string, tty bool) string {
+	var b strings.Builder
+	for len(s) > 0 {
+		switch {
+		case strings.HasPrefix(s, "**"):
+			if j := strings.Index(s[2:], "**"); j >= 0 {
+				b.WriteString(style(s[2:2+j], bold, tty))
+				s = s[4+j:]
+				continue
+			}
+		case s[0] == '`':
+			if j := strings.IndexByte(s[1:], '`'); j >= 0 {
+				b.WriteString(style(s[1:1+j], cyan, tty))
+				s = s[2+j:]
+				continue
+			}
+		}
+		b.WriteByte(s[0])
+		s = s[1:]
+	}
+	return b.String()
+}

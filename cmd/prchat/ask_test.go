@@ -1,0 +1,80 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/prchat/prchat/agentsession/scripted"
+	"github.com/prchat/prchat/chat"
+)
+
+// askCLI runs `prchat ask` against e's daemon.
+func (e *env) askCLI(args ...string) (code int, stdout, stderr string) {
+	e.t.Helper()
+	var out, errOut bytes.Buffer
+	getenv := func(k string) string {
+		if k == "PRCHAT_SERVER" {
+			return e.url
+		}
+		return ""
+	}
+	code = Main(context.Background(), append([]string{"ask"}, args...), getenv, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestAskCommand(t *testing.T) {
+	t.Parallel()
+	e := setup(t, mode{name: "embedded"}, nil)
+	e.review("scripted", nil)
+	release := make(chan struct{})
+	close(release)
+	step := liveStep(release)
+	step.Answer = &chat.Answer{
+		AnswerMarkdown: "## Why\n\nLoad **refuses** an empty path:\n\n- it returns `errEmptyPath`\n",
+		Citations:      []chat.Citation{{Path: "settings/settings.go", StartLine: 8, EndLine: 12}, {Path: "main.go", StartLine: 3, EndLine: 5}},
+	}
+	e.scripted.Push(step)
+
+	code, out, errOut := e.askCLI("--repo", e.repo, "--pr", "7", "Why does Load refuse?")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"Why\n", "Load refuses an empty path:", "• it returns errEmptyPath", "settings/settings.go:8-12", "main.go:3-5"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(errOut, "Read settings/settings.go") || !strings.Contains(errOut, "Read: read 13 lines") {
+		t.Errorf("the tool steps were not shown:\n%s", errOut)
+	}
+	conv := strings.TrimSuffix(strings.Fields(strings.SplitN(errOut, "\n", 2)[0])[1], ",")
+
+	// --json prints the final turn; continuing the conversation.
+	e.scripted.Push(scripted.Step{Answer: goodAnswer("again")})
+	code, out, errOut = e.askCLI("--conversation", conv, "--json", "And again?")
+	var turn chat.Turn
+	if code != 0 || json.Unmarshal([]byte(out), &turn) != nil || turn.Number != 2 || turn.State != chat.StateSucceeded {
+		t.Fatalf("--json: exit %d, %s %s", code, out, errOut)
+	}
+
+	// A failing turn: exit status 1 and the reason.
+	e.scripted.Push(scripted.Step{Err: errors.New("upstream broke")})
+	code, out, errOut = e.askCLI("--conversation", conv, "--no-stream", "Third?")
+	if code != 1 || !strings.Contains(errOut, "backend_error") || !strings.Contains(out, "The turn failed (backend_error)") {
+		t.Fatalf("failing turn: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+
+	// Usage mistakes: exit status 2.
+	if code, _, _ := e.askCLI("--repo", e.repo, "no pr given"); code != 2 {
+		t.Errorf("missing --pr: exit %d, want 2", code)
+	}
+	// Server errors are shown with their code.
+	code, _, errOut = e.askCLI("--repo", "acme/nope", "--pr", "1", "q")
+	if code != 1 || !strings.Contains(errOut, "repository_not_found") {
+		t.Errorf("unknown repository: exit %d, %s", code, errOut)
+	}
+}
