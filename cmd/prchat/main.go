@@ -87,7 +87,11 @@ func runDaemon(ctx context.Context, cmd string, args []string, getenv func(strin
 	if err != nil {
 		return err
 	}
-	d, err := start(ctx, cfg, roleOf(cmd), options{logger: log})
+	opts := options{logger: log}
+	if getenv("PRCHAT_BENCH_AGENT") == "1" {
+		opts.backends = append(opts.backends, &benchAgent{})
+	}
+	d, err := start(ctx, cfg, roleOf(cmd), opts)
 	if err != nil {
 		return err
 	}
