@@ -75,7 +75,7 @@ func runAsk(ctx context.Context, args []string, getenv func(string) string, stdo
 			o.tty = true
 		}
 	}
-	c := &client{base: strings.TrimRight(o.server, "/"), token: o.token, http: &http.Client{}}
+	c := &client{base: strings.TrimRight(o.server, "/"), token: o.token, http: httpClient()}
 
 	body := map[string]any{"question": question}
 	if o.provider != "" {
@@ -147,6 +147,8 @@ func cmpOr(a, b string) string {
 	}
 	return b
 }
+
+func httpClient() *http.Client { return &http.Client{} }
 
 // client speaks to a prchat server.
 type client struct {

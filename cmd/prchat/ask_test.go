@@ -5,9 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prchat/prchat/agentsession/scripted"
 	"github.com/prchat/prchat/chat"
 )
@@ -76,5 +81,43 @@ func TestAskCommand(t *testing.T) {
 	code, _, errOut = e.askCLI("--repo", "acme/nope", "--pr", "1", "q")
 	if code != 1 || !strings.Contains(errOut, "repository_not_found") {
 		t.Errorf("unknown repository: exit %d, %s", code, errOut)
+	}
+}
+
+func TestReviewRecordCommand(t *testing.T) {
+	t.Parallel()
+	e := setup(t, mode{name: "embedded"}, nil)
+	md := filepath.Join(t.TempDir(), "review.md")
+	if err := os.WriteFile(md, []byte("# Review\n\nLoad refuses empty paths."), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	getenv := func(k string) string {
+		switch k {
+		case "PRCHAT_SERVER":
+			return e.url
+		case "PRCHAT_WORKER_ID":
+			return "host-a"
+		}
+		return ""
+	}
+	code := Main(context.Background(), []string{"review", "record", "--repo", e.repo, "--pr", "7", "--backend", "claude-code",
+		"--session-id", "0b7c6a3e-7a8f-4c1e-9a3e-2f1d5c9b8a71", "--run-dir", e.repoDir, "--markdown-file", md, "--base", e.base}, getenv, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	var r chat.Review
+	e.do("GET", "/api/v1/repos/"+e.repo+"/pulls/7/reviews/latest", nil, http.StatusOK, &r)
+	want := chat.Review{Repository: e.repo, PR: 7, Version: 1, HeadSHA: e.head, BaseSHA: e.base, Backend: "claude-code",
+		SessionID: "0b7c6a3e-7a8f-4c1e-9a3e-2f1d5c9b8a71", SessionHost: "host-a", RunDir: e.repoDir, Markdown: "# Review\n\nLoad refuses empty paths."}
+	r.CreatedAt, r.Sections = time.Time{}, nil
+	if diff := cmp.Diff(want, r); diff != "" {
+		t.Fatalf("recorded review (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(out.String(), "recorded review version 1") {
+		t.Errorf("stdout = %q", out.String())
+	}
+	if code := Main(context.Background(), []string{"review", "record", "--repo", e.repo}, getenv, &out, &errOut); code != 2 {
+		t.Errorf("missing flags: exit %d, want 2", code)
 	}
 }

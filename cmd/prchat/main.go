@@ -6,6 +6,7 @@
 //	prchat worker    a worker (and reconciler) alone
 //	prchat migrate   apply the database migrations
 //	prchat ask       ask a question and stream the answer (a client)
+//	prchat review    record a review from your own agent session (a client)
 //
 // Every setting is a PRCHAT_* environment variable and a flag; see
 // `prchat serve --help`.
@@ -37,6 +38,7 @@ Commands:
   worker    run a worker and the reconciler
   migrate   apply the database migrations
   ask       ask a question about a pull request's review and print the answer
+  review    record a review version from an agent session you ran yourself
 
 Run 'prchat <command> --help' for the settings of a command.
 `
@@ -56,6 +58,8 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 		err = runMigrate(ctx, rest, getenv, stderr)
 	case "ask":
 		err = runAsk(ctx, rest, getenv, stdout, stderr)
+	case "review":
+		err = runReview(ctx, rest, getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

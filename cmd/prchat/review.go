@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/prchat/prchat/chat"
+)
+
+const reviewUsage = `Usage: prchat review record [flags]
+
+Records a review version from an agent session you ran yourself (for
+reviews written outside prchat), so that questions about the PR fork that
+session. The head SHA defaults to the run directory's HEAD, the session
+host to this host's worker id.
+
+Flags:
+`
+
+// runReview is `prchat review <subcommand>`.
+func runReview(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "record" {
+		fmt.Fprint(stderr, reviewUsage)
+		return usageError{"the only review subcommand is record"}
+	}
+	fs := flag.NewFlagSet("prchat review record", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	server := fs.String("server", cmpOr(getenv("PRCHAT_SERVER"), "http://127.0.0.1:8080"), "prchat server URL (PRCHAT_SERVER)")
+	repo := fs.String("repo", "", "repository owner/name (required)")
+	pr := fs.Int("pr", 0, "pull request number (required)")
+	head := fs.String("head", "", "head commit SHA (default: HEAD of --run-dir)")
+	base := fs.String("base", "", "base commit SHA")
+	backend := fs.String("backend", "", "agent that wrote the review: claude-code, codex, openai, local")
+	model := fs.String("model", "", "model of the review")
+	session := fs.String("session-id", "", "the agent session id of the review")
+	host := fs.String("session-host", cmpOr(getenv("PRCHAT_WORKER_ID"), defaultWorkerID()), "worker id of the host that holds the session files")
+	runDir := fs.String("run-dir", "", "directory the review's session ran in")
+	markdown := fs.String("markdown-file", "", "the review as a markdown file (required)")
+	sections := fs.String("sections-file", "", "optional JSON array of review sections with anchors")
+	fs.Usage = func() { fmt.Fprint(stderr, reviewUsage); fs.PrintDefaults() }
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if *repo == "" || *pr < 1 || *markdown == "" {
+		fs.Usage()
+		return usageError{"--repo, --pr and --markdown-file are required"}
+	}
+	md, err := os.ReadFile(*markdown)
+	if err != nil {
+		return fmt.Errorf("read the review: %w", err)
+	}
+	body := map[string]any{
+		"head_sha": *head, "base_sha": *base, "backend": *backend, "model": *model,
+		"session_id": *session, "markdown": string(md),
+	}
+	if *session != "" {
+		body["session_host"] = *host
+	}
+	if *runDir != "" {
+		abs, err := filepath.Abs(*runDir)
+		if err != nil {
+			return err
+		}
+		body["run_dir"] = abs
+		if *head == "" {
+			out, err := exec.CommandContext(ctx, "git", "-C", abs, "rev-parse", "HEAD").Output()
+			if err != nil {
+				return fmt.Errorf("find the head commit of %s (give --head): %w", abs, err)
+			}
+			body["head_sha"] = strings.TrimSpace(string(out))
+		}
+	}
+	if *sections != "" {
+		raw, err := os.ReadFile(*sections)
+		if err != nil {
+			return fmt.Errorf("read the sections: %w", err)
+		}
+		var s []chat.Section
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return fmt.Errorf("the sections file is not a JSON array of sections: %w", err)
+		}
+		body["sections"] = s
+	}
+	c := &client{base: strings.TrimRight(*server, "/"), token: getenv("PRCHAT_TOKEN"), http: httpClient()}
+	var r chat.Review
+	if err := c.do(ctx, "POST", fmt.Sprintf("/api/v1/repos/%s/pulls/%d/reviews", *repo, *pr), body, &r); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "recorded review version %d of %s#%d (head %s)\n", r.Version, r.Repository, r.PR, r.HeadSHA)
+	return nil
+}
