@@ -129,4 +129,9 @@ func (s *Server) routes() {
 	v1.GET("/conversations/:id/turns/:n/events", s.turnEvents)
 	v1.GET("/conversations/:id/turns/:n/transcript", s.transcript)
 	v1.GET("/repos/:owner/:repo/events", s.repoEvents)
+	v1.GET("/providers", s.listProviders)
+	v1.GET("/providers/active", s.getActiveProvider)
+	v1.PATCH("/providers/active", s.setActiveProvider)
+	v1.POST("/providers/:id/key", s.setProviderKey)
+	v1.DELETE("/providers/:id/key", s.deleteProviderKey)
 }

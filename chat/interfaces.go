@@ -195,6 +195,9 @@ type RunRequest struct {
 	// Schema is the answer's JSON Schema.
 	Schema json.RawMessage
 	Model  string
+	// Endpoint is, for the openai backend, the OpenAI-compatible endpoint of
+	// the turn's provider with its key (nil: the backend's own settings).
+	Endpoint *Endpoint
 	// MaxCalls and MaxTokens are what is left of the turn's budget.
 	MaxCalls  int
 	MaxTokens int64

@@ -99,6 +99,8 @@ type plan struct {
 	repo    Repository
 	conv    Conversation
 	earlier []Turn
+	// endpoint is the openai backend's provider endpoint.
+	endpoint *Endpoint
 }
 
 // execute runs the agent and returns the outcome to store. An error means
@@ -127,6 +129,7 @@ func (r *run) execute(ctx context.Context) (Outcome, error) {
 		System:     System(),
 		Schema:     json.RawMessage(AnswerSchema),
 		Model:      p.model,
+		Endpoint:   p.endpoint,
 		Question:   r.turn.Question,
 		Focus:      r.turn.Focus,
 		Repository: p.repo,
@@ -283,6 +286,17 @@ func (r *run) plan(ctx context.Context) (*plan, error) {
 	}
 	if s.workspaces == nil {
 		return nil, Fail(ReasonBackendUnavailable, errors.New("this process runs no agents"))
+	}
+	if p.name == BackendOpenAI {
+		e, model, err := s.endpoint(ctx, r.turn.Provider)
+		if err != nil {
+			return nil, Fail(ReasonBackendUnavailable, err)
+		}
+		p.endpoint = e
+		if r.turn.Provider != "" && r.turn.Model == "" {
+			p.model = model // the named provider's default
+		}
+		p.model = cmp.Or(p.model, model)
 	}
 
 	switch {

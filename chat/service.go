@@ -33,6 +33,10 @@ type Config struct {
 	// MaxAttempts is how many runs a turn gets before it is settled as
 	// interrupted (runs end early when their worker dies). Default 3.
 	MaxAttempts int
+	// Providers are the providers questions may name and the provider
+	// settings list; DefaultProvider is the active one until one is set.
+	Providers       []ProviderConfig
+	DefaultProvider string
 	// TakeoverAfter is how long after the turn timeout a running turn whose
 	// runner still looks alive may be taken over by another run. Default 1m.
 	TakeoverAfter time.Duration
@@ -68,6 +72,10 @@ type Deps struct {
 	Backends   []Backend
 	// Masker hides secrets; default one with the built-in rules only.
 	Masker *mask.Masker
+	// Settings and Sealer keep provider settings and encrypted keys
+	// (optional: without them the provider routes answer unavailable).
+	Settings SettingsStore
+	Sealer   *Sealer
 	// Publisher and Follower, if set, deliver events live.
 	Publisher Publisher
 	Follower  Follower
@@ -89,6 +97,8 @@ type Service struct {
 	masker     *mask.Masker
 	publisher  Publisher
 	follower   Follower
+	settings   SettingsStore
+	sealer     *Sealer
 	log        *slog.Logger
 	now        Clock
 
@@ -114,6 +124,8 @@ func NewService(cfg Config, d Deps) (*Service, error) {
 		masker:     d.Masker,
 		publisher:  d.Publisher,
 		follower:   d.Follower,
+		settings:   d.Settings,
+		sealer:     d.Sealer,
 		log:        cmp.Or(d.Logger, slog.New(slog.DiscardHandler)),
 		now:        d.Now,
 	}
@@ -271,8 +283,8 @@ func (s *Service) checkAsk(a Ask) error {
 	if err := a.Validate(); err != nil {
 		return err
 	}
-	if a.Provider != "" && !slices.Contains(s.Backends(), a.Provider) {
-		return Errorf(CodeUnsupportedBackend, "provider %q is not supported; use one of %v", a.Provider, s.Backends())
+	if a.Provider != "" && !slices.Contains(s.providerNames(), a.Provider) {
+		return Errorf(CodeUnsupportedBackend, "provider %q is not supported; use one of %v", a.Provider, s.providerNames())
 	}
 	return nil
 }
@@ -284,10 +296,21 @@ func (s *Service) newTurn(c Conversation, a Ask) Turn {
 		Question:       a.Question,
 		Focus:          a.Focus,
 		Provider:       a.Provider,
-		Backend:        cmp.Or(a.Provider, c.Backend),
+		Backend:        cmp.Or(s.backendOf(a.Provider), c.Backend),
 		Model:          cmp.Or(a.Model, c.Model),
 		Usage:          Usage{},
 	}
+}
+
+// backendOf returns the backend that runs a provider ("" for none).
+func (s *Service) backendOf(provider string) string {
+	if provider == "" {
+		return ""
+	}
+	if p, ok := s.provider(provider); ok {
+		return p.Backend
+	}
+	return provider // a backend's name
 }
 
 // route picks the queue of a turn: the host that holds the session it will

@@ -1082,3 +1082,62 @@ func BenchmarkTurn(b *testing.B) {
 		})
 	}
 }
+
+func TestProviderSettings(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		if p, m, err := s.ActiveProvider(ctx); err != nil || p != "" || m != "" {
+			t.Fatalf("fresh active provider = %q %q %v", p, m, err)
+		}
+		if err := s.SetActiveProvider(ctx, "ollama", "llama3"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetActiveProvider(ctx, "openai", "gpt-x"); err != nil {
+			t.Fatal(err)
+		}
+		if p, m, err := s.ActiveProvider(ctx); err != nil || p != "openai" || m != "gpt-x" {
+			t.Fatalf("active provider = %q %q %v", p, m, err)
+		}
+		if err := s.SetProviderKey(ctx, "openai", []byte{1, 2, 3}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetProviderKey(ctx, "openai", []byte{4, 5}); err != nil {
+			t.Fatal(err)
+		}
+		keys, err := s.ProviderKeys(ctx)
+		if err != nil || len(keys) != 1 || string(keys["openai"]) != "\x04\x05" {
+			t.Fatalf("keys = %v %v", keys, err)
+		}
+		if found, err := s.DeleteProviderKey(ctx, "openai"); err != nil || !found {
+			t.Fatalf("delete = %v %v", found, err)
+		}
+		if found, err := s.DeleteProviderKey(ctx, "openai"); err != nil || found {
+			t.Fatalf("second delete = %v %v", found, err)
+		}
+	})
+}
+
+func TestAgentSessions(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		a, b := s.AgentSessions("openai"), s.AgentSessions("other")
+		if _, err := a.Load(ctx, "s1"); !errors.Is(err, chat.ErrSessionGone) {
+			t.Fatalf("load of a missing session: %v", err)
+		}
+		if err := a.Save(ctx, "s1", []byte(`[{"role":"user","content":"hi"}]`)); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Save(ctx, "s1", []byte(`[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}]`)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := a.Load(ctx, "s1")
+		if err != nil || string(got) != `[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}]` {
+			t.Fatalf("load = %s %v", got, err)
+		}
+		if _, err := b.Load(ctx, "s1"); !errors.Is(err, chat.ErrSessionGone) {
+			t.Fatalf("another backend's session was found: %v", err)
+		}
+	})
+}

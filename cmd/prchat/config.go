@@ -1,6 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -9,33 +13,40 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prchat/prchat/chat"
 )
 
 // Config is every setting of prchat, read from PRCHAT_* environment
 // variables and overridden by flags of the same name.
 type Config struct {
-	Listen            string
-	DataDir           string
-	DatabaseURL       string
-	RedisURL          string
-	WorkerID          string
-	Concurrency       int
-	TurnTimeout       time.Duration
-	MaxRepairs        int
-	MaxCalls          int
-	MaxTokens         int64
-	DefaultBackend    string
-	OpenAIBaseURL     string
-	OpenAIAPIKey      string
-	OpenAIModel       string
-	ClaudeBin         string
-	CodexBin          string
-	GitHubSecret      string
-	GitHubToken       string
-	GitHubAPIURL      string
-	ReconcileInterval time.Duration
-	LogFormat         string
-	LogLevel          string
+	Listen         string
+	DataDir        string
+	DatabaseURL    string
+	RedisURL       string
+	WorkerID       string
+	Concurrency    int
+	TurnTimeout    time.Duration
+	MaxRepairs     int
+	MaxCalls       int
+	MaxTokens      int64
+	DefaultBackend string
+	OpenAIBaseURL  string
+	OpenAIAPIKey   string
+	OpenAIModel    string
+	ClaudeBin      string
+	CodexBin       string
+	GitHubSecret   string
+	GitHubToken    string
+	GitHubAPIURL   string
+	SecretKey      string
+	// Endpoints of OpenAI-compatible servers besides OpenAI's own.
+	OllamaBaseURL, OllamaAPIKey, OllamaModel    string
+	VLLMBaseURL, VLLMAPIKey, VLLMModel          string
+	LiteLLMBaseURL, LiteLLMAPIKey, LiteLLMModel string
+	ReconcileInterval                           time.Duration
+	LogFormat                                   string
+	LogLevel                                    string
 }
 
 // setting is one configuration entry: its variable, flag and default.
@@ -123,6 +134,16 @@ func settings() []setting {
 		{env: "PRCHAT_GITHUB_WEBHOOK_SECRET", def: "", help: "secret that signs GitHub webhooks", set: str(func(c *Config) *string { return &c.GitHubSecret })},
 		{env: "PRCHAT_GITHUB_TOKEN", def: "", help: "token to post answers back to GitHub", set: str(func(c *Config) *string { return &c.GitHubToken })},
 		{env: "PRCHAT_GITHUB_API_URL", def: "https://api.github.com", help: "GitHub API base URL", set: str(func(c *Config) *string { return &c.GitHubAPIURL })},
+		{env: "PRCHAT_SECRET_KEY", def: "", help: "key that encrypts stored provider keys (any string of 16+ bytes; default: generated into the data directory; set the same one on every process)", set: str(func(c *Config) *string { return &c.SecretKey })},
+		{env: "PRCHAT_OLLAMA_BASE_URL", def: "http://127.0.0.1:11434/v1", help: "Ollama's OpenAI-compatible endpoint (provider ollama)", set: str(func(c *Config) *string { return &c.OllamaBaseURL })},
+		{env: "PRCHAT_OLLAMA_API_KEY", def: "", help: "API key for the ollama provider (usually none)", set: str(func(c *Config) *string { return &c.OllamaAPIKey })},
+		{env: "PRCHAT_OLLAMA_MODEL", def: "qwen2.5-coder:14b", help: "default model of the ollama provider", set: str(func(c *Config) *string { return &c.OllamaModel })},
+		{env: "PRCHAT_VLLM_BASE_URL", def: "http://127.0.0.1:8000/v1", help: "vLLM's OpenAI-compatible endpoint (provider vllm)", set: str(func(c *Config) *string { return &c.VLLMBaseURL })},
+		{env: "PRCHAT_VLLM_API_KEY", def: "", help: "API key for the vllm provider", set: str(func(c *Config) *string { return &c.VLLMAPIKey })},
+		{env: "PRCHAT_VLLM_MODEL", def: "", help: "default model of the vllm provider (the served model's name)", set: str(func(c *Config) *string { return &c.VLLMModel })},
+		{env: "PRCHAT_LITELLM_BASE_URL", def: "http://127.0.0.1:4000/v1", help: "LiteLLM proxy's endpoint (provider litellm)", set: str(func(c *Config) *string { return &c.LiteLLMBaseURL })},
+		{env: "PRCHAT_LITELLM_API_KEY", def: "", help: "API key (virtual key) for the litellm provider", set: str(func(c *Config) *string { return &c.LiteLLMAPIKey })},
+		{env: "PRCHAT_LITELLM_MODEL", def: "", help: "default model of the litellm provider", set: str(func(c *Config) *string { return &c.LiteLLMModel })},
 		{env: "PRCHAT_RECONCILE_INTERVAL", def: "5s", help: "how often the reconciler looks for lost or stuck turns", set: duration(func(c *Config) *time.Duration { return &c.ReconcileInterval })},
 		{env: "PRCHAT_LOG_FORMAT", def: "text", help: "log format: text or json", set: str(func(c *Config) *string { return &c.LogFormat })},
 		{env: "PRCHAT_LOG_LEVEL", def: "info", help: "log level: debug, info, warn or error", set: str(func(c *Config) *string { return &c.LogLevel })},
@@ -170,7 +191,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string, out io.Wr
 // secrets returns the configured secret values, which are masked wherever
 // they would appear.
 func (c Config) secrets() []string {
-	out := []string{c.OpenAIAPIKey, c.GitHubSecret, c.GitHubToken}
+	out := []string{c.OpenAIAPIKey, c.GitHubSecret, c.GitHubToken, c.SecretKey, c.OllamaAPIKey, c.VLLMAPIKey, c.LiteLLMAPIKey}
 	for _, u := range []string{c.DatabaseURL, c.RedisURL} {
 		if i := strings.Index(u, "://"); i >= 0 {
 			rest := u[i+3:]
@@ -182,4 +203,50 @@ func (c Config) secrets() []string {
 		}
 	}
 	return out
+}
+
+// providers lists the providers a question may name: the OpenAI-compatible
+// endpoints the openai backend runs, and the agent CLIs and local backend.
+func (c Config) providers() []chat.ProviderConfig {
+	return []chat.ProviderConfig{
+		{ID: "openai", Name: "OpenAI", Backend: chat.BackendOpenAI, BaseURL: c.OpenAIBaseURL, KeyEnv: "PRCHAT_OPENAI_API_KEY", EnvKey: c.OpenAIAPIKey, Keys: true, DefaultModel: c.OpenAIModel},
+		{ID: "ollama", Name: "Ollama", Backend: chat.BackendOpenAI, BaseURL: c.OllamaBaseURL, KeyEnv: "PRCHAT_OLLAMA_API_KEY", EnvKey: c.OllamaAPIKey, Keys: true, DefaultModel: c.OllamaModel},
+		{ID: "vllm", Name: "vLLM", Backend: chat.BackendOpenAI, BaseURL: c.VLLMBaseURL, KeyEnv: "PRCHAT_VLLM_API_KEY", EnvKey: c.VLLMAPIKey, Keys: true, DefaultModel: c.VLLMModel},
+		{ID: "litellm", Name: "LiteLLM", Backend: chat.BackendOpenAI, BaseURL: c.LiteLLMBaseURL, KeyEnv: "PRCHAT_LITELLM_API_KEY", EnvKey: c.LiteLLMAPIKey, Keys: true, DefaultModel: c.LiteLLMModel},
+		{ID: chat.BackendClaudeCode, Name: "Claude Code CLI", Backend: chat.BackendClaudeCode},
+		{ID: chat.BackendCodex, Name: "Codex CLI", Backend: chat.BackendCodex},
+		{ID: chat.BackendLocal, Name: "Local search (no model)", Backend: chat.BackendLocal},
+	}
+}
+
+// secretKey returns PRCHAT_SECRET_KEY, or the key generated into the data
+// directory (owner-only) on first use.
+func (c Config) secretKey() ([]byte, error) {
+	if c.SecretKey != "" {
+		return []byte(c.SecretKey), nil
+	}
+	path := filepath.Join(c.DataDir, "secret.key")
+	if b, err := os.ReadFile(path); err == nil {
+		return bytes.TrimSpace(b), nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("read the secret key: %w", err)
+	}
+	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	var raw [32]byte
+	_, _ = rand.Read(raw[:])
+	key := []byte(hex.EncodeToString(raw[:]))
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return c.secretKey() // another process made it first
+	}
+	if err != nil {
+		return nil, fmt.Errorf("write the secret key: %w", err)
+	}
+	defer f.Close()
+	if _, err := f.Write(append(key, '\n')); err != nil {
+		return nil, fmt.Errorf("write the secret key: %w", err)
+	}
+	return key, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prchat/prchat/agentsession"
 	"github.com/prchat/prchat/agentsession/local"
+	"github.com/prchat/prchat/agentsession/openai"
 	"github.com/prchat/prchat/api"
 	"github.com/prchat/prchat/chat"
 	"github.com/prchat/prchat/chat/mask"
@@ -24,6 +25,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 )
+
+var _ openai.Sessions = (*store.AgentSessions)(nil)
 
 // role says which parts a process runs.
 type role struct {
@@ -152,11 +155,22 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 	hosts := worker.NewHosts(d.rdb)
 	d.events = worker.NewEvents(d.rdb, worker.EventsConfig{Logger: log})
 
+	secret, err := cfg.secretKey()
+	if err != nil {
+		return nil, err
+	}
+	sealer, err := chat.NewSealer(secret)
+	if err != nil {
+		return nil, fmt.Errorf("PRCHAT_SECRET_KEY: %w", err)
+	}
+	masker := mask.New(cfg.secrets()...)
 	deps := chat.Deps{
+		Settings:  d.store,
+		Sealer:    sealer,
 		Store:     d.store,
 		Queue:     d.queue,
 		Hosts:     hosts,
-		Masker:    mask.New(cfg.secrets()...),
+		Masker:    masker,
 		Logger:    log,
 		Backends:  o.backends,
 		Publisher: d.events,
@@ -166,15 +180,28 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 		if deps.Workspaces, err = agentsession.NewWorkspaces(agentsession.Config{DataDir: cfg.DataDir, Logger: log}); err != nil {
 			return nil, err
 		}
-		deps.Backends = append([]chat.Backend{local.New(local.Config{})}, deps.Backends...)
+		oa, err := openai.New(openai.Config{
+			BaseURL:  cfg.OpenAIBaseURL,
+			APIKey:   cfg.OpenAIAPIKey,
+			Model:    cfg.OpenAIModel,
+			Sessions: d.store.AgentSessions(chat.BackendOpenAI),
+			Mask:     masker.String,
+			Logger:   log,
+		})
+		if err != nil {
+			return nil, err
+		}
+		deps.Backends = append([]chat.Backend{local.New(local.Config{}), oa}, deps.Backends...)
 	}
 	if d.svc, err = chat.NewService(chat.Config{
-		WorkerID:       cfg.WorkerID,
-		TurnTimeout:    cfg.TurnTimeout,
-		MaxRepairs:     cfg.MaxRepairs,
-		MaxCalls:       cfg.MaxCalls,
-		MaxTokens:      cfg.MaxTokens,
-		DefaultBackend: cfg.DefaultBackend,
+		WorkerID:        cfg.WorkerID,
+		TurnTimeout:     cfg.TurnTimeout,
+		MaxRepairs:      cfg.MaxRepairs,
+		MaxCalls:        cfg.MaxCalls,
+		MaxTokens:       cfg.MaxTokens,
+		DefaultBackend:  cfg.DefaultBackend,
+		Providers:       cfg.providers(),
+		DefaultProvider: "openai",
 	}, deps); err != nil {
 		return nil, err
 	}

@@ -377,7 +377,9 @@ func TestBusyWhileATurnIsPending(t *testing.T) {
 			conv, _ := e.ask(v, "First question?")
 			e.waitState(conv, 1, "running")
 
-			var errBody struct{ Error struct{ Code, Message, TraceID string } }
+			var errBody struct {
+				Error struct{ Code, Message, TraceID string }
+			}
 			e.do("POST", "/api/v1/conversations/"+conv+"/turns", map[string]any{"question": "Second?"}, http.StatusConflict, &errBody)
 			if errBody.Error.Code != "busy" {
 				t.Fatalf("error = %+v, want busy", errBody.Error)
