@@ -123,6 +123,8 @@ type reviewRequest struct {
 	RunDir      string         `json:"run_dir"`
 	Markdown    string         `json:"markdown"`
 	Sections    []chat.Section `json:"sections"`
+	// SessionHistory is the message history of an openai-backend review.
+	SessionHistory json.RawMessage `json:"session_history"`
 }
 
 func (s *Server) recordReview(c echo.Context) error {
@@ -137,7 +139,7 @@ func (s *Server) recordReview(c echo.Context) error {
 	r, err := s.svc.RecordReview(c.Request().Context(), repo, chat.Review{
 		PR: pr, HeadSHA: req.HeadSHA, BaseSHA: req.BaseSHA, Backend: req.Backend, Model: req.Model,
 		SessionID: req.SessionID, SessionHost: req.SessionHost, RunDir: req.RunDir,
-		Markdown: req.Markdown, Sections: req.Sections,
+		Markdown: req.Markdown, Sections: req.Sections, History: req.SessionHistory,
 	})
 	if err != nil {
 		return err

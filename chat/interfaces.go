@@ -99,6 +99,12 @@ type SessionInfo struct {
 	SeededReason string
 }
 
+// HistoryStore keeps the message histories of sessions that live in the
+// database (the openai backend's). Implemented by package store.
+type HistoryStore interface {
+	SaveHistory(ctx context.Context, backend, sessionID string, history json.RawMessage) error
+}
+
 // Queue carries turn jobs to workers. Implemented by package worker.
 type Queue interface {
 	// Enqueue puts a job for the turn on host's queue ("" = the shared queue).

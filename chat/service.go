@@ -3,6 +3,8 @@ package chat
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -76,6 +78,8 @@ type Deps struct {
 	// (optional: without them the provider routes answer unavailable).
 	Settings SettingsStore
 	Sealer   *Sealer
+	// Histories stores the histories of recorded reviews' sessions.
+	Histories HistoryStore
 	// Publisher and Follower, if set, deliver events live.
 	Publisher Publisher
 	Follower  Follower
@@ -99,6 +103,7 @@ type Service struct {
 	follower   Follower
 	settings   SettingsStore
 	sealer     *Sealer
+	histories  HistoryStore
 	log        *slog.Logger
 	now        Clock
 
@@ -126,6 +131,7 @@ func NewService(cfg Config, d Deps) (*Service, error) {
 		follower:   d.Follower,
 		settings:   d.Settings,
 		sealer:     d.Sealer,
+		histories:  d.Histories,
 		log:        cmp.Or(d.Logger, slog.New(slog.DiscardHandler)),
 		now:        d.Now,
 	}
@@ -190,10 +196,39 @@ func (s *Service) RecordReview(ctx context.Context, repo string, r Review) (Revi
 	if r.Sections == nil {
 		r.Sections = []Section{}
 	}
+	if len(r.History) > 0 && string(r.History) != "null" {
+		if r.Backend != BackendOpenAI || s.histories == nil {
+			return Review{}, Errorf(CodeInvalid, "a session history can be recorded only for the openai backend, whose sessions live in the database")
+		}
+		var msgs []json.RawMessage
+		if err := json.Unmarshal(r.History, &msgs); err != nil {
+			return Review{}, Errorf(CodeInvalid, "session_history must be a JSON array of messages")
+		}
+		if r.SessionID == "" {
+			r.SessionID = newSessionID()
+		}
+		masked := json.RawMessage(s.masker.String(string(r.History)))
+		if !json.Valid(masked) {
+			masked = r.History
+		}
+		if err := s.histories.SaveHistory(ctx, r.Backend, r.SessionID, masked); err != nil {
+			return Review{}, err
+		}
+		r.SessionHost = "" // the database holds it: any worker can fork it
+	}
 	if err := s.store.CreateReview(ctx, &r); err != nil {
 		return Review{}, err
 	}
 	return r, nil
+}
+
+// newSessionID returns a random UUID (version 4) for a recorded session.
+func newSessionID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
 // Review returns a version of a PR's review (0 = the latest).

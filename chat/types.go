@@ -46,6 +46,10 @@ type Review struct {
 	Markdown     string    `json:"markdown"`
 	Sections     []Section `json:"sections"`
 	CreatedAt    time.Time `json:"created_at"`
+	// History, when recording a review of a backend whose sessions live in
+	// the database (openai), is the session's message history; it is stored
+	// as the session SessionID so that questions can fork it.
+	History json.RawMessage `json:"-"`
 }
 
 // Section is one structured part of a review (a finding, a stop on a tour).

@@ -153,3 +153,10 @@ func (a *AgentSessions) Save(ctx context.Context, id string, history json.RawMes
 	}
 	return nil
 }
+
+var _ chat.HistoryStore = (*Store)(nil)
+
+// SaveHistory stores a session's whole history for backend.
+func (s *Store) SaveHistory(ctx context.Context, backend, sessionID string, history json.RawMessage) error {
+	return s.AgentSessions(backend).Save(ctx, sessionID, history)
+}

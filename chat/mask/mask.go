@@ -127,6 +127,7 @@ func (m *Masker) String(s string) string {
 // cand is one candidate span found by a rule.
 type cand struct {
 	start, end int // span to replace
+	after      int // first byte after the span that is not a '.'
 	ks, ke     int // keyword occurrence that produced it
 	id         ruleID
 	prio       int8
@@ -160,10 +161,13 @@ func (m *Masker) scan(s string, stream bool, skip int, cands []cand) (_ []cand, 
 			v := view{s: s, reach: ke}
 			r := match(&v, ks, ke, kw.lit, sp)
 			if r.start >= 0 {
-				cands = append(cands, cand{start: r.start, end: r.end, ks: ks, ke: ke, id: r.id, prio: sp.prio, protect: r.protect})
-				if r.end+1 > v.reach {
-					v.reach = r.end + 1 // resolve looks at the byte after a span
+				// resolve looks at the first byte after the span that is not
+				// a dot (a sentence may end right after a secret)
+				after := r.end
+				for v.at(after) == '.' {
+					after++
 				}
+				cands = append(cands, cand{start: r.start, end: r.end, after: after, ks: ks, ke: ke, id: r.id, prio: sp.prio, protect: r.protect})
 			}
 			if stream && v.reach > len(s) {
 				if lo := ks - sp.lookback; lo < limit {
@@ -194,9 +198,12 @@ func resolve(s string, cands []cand) []cand {
 	keep := cands[:0]
 	for _, c := range cands {
 		if !c.protect {
-			// A span glued to a mask token (or to brackets) is not reported:
-			// after masking, the neighbour would be a mask token.
-			if c.start > 0 && s[c.start-1] == ']' || c.end < len(s) && s[c.end] == '[' {
+			// A span glued to a bracket (or followed by dots and a bracket)
+			// is not reported: once its neighbour is masked, the neighbour
+			// is a mask token, and the span's rule might decide differently
+			// next to it. Own secrets depend on their bytes alone and are
+			// always masked.
+			if c.id != idOwnSecret && (c.start > 0 && s[c.start-1] == ']' || c.after < len(s) && s[c.after] == '[') {
 				continue
 			}
 			if hasProtect && touchesProtected(c, cands) {

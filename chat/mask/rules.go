@@ -787,7 +787,9 @@ func matchAuthorization(v *view, ks, ke int, _ string, _ *spec) result {
 	id := idAuthHeader
 	vs := i
 	if j > i && k > j {
-		if c := v.at(k); c >= 0 && setAuthValue[c] {
+		// '[' counts as a credential here so that a masked credential
+		// still marks the word before it as the scheme.
+		if c := v.at(k); c >= 0 && (setAuthValue[c] || c == '[') {
 			vs = k
 			switch {
 			case equalFold(s[i:j], "basic"):

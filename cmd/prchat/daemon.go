@@ -166,6 +166,7 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 	masker := mask.New(cfg.secrets()...)
 	deps := chat.Deps{
 		Settings:  d.store,
+		Histories: d.store,
 		Sealer:    sealer,
 		Store:     d.store,
 		Queue:     d.queue,

@@ -156,3 +156,32 @@ func TestOpenAIBackendUsesTheProviderKey(t *testing.T) {
 		t.Fatalf("authorization = %q, want the environment's key", auth)
 	}
 }
+
+// TestForkARecordedOpenAIReview: a review recorded with its session history
+// is forked by the first question: the model sees the review's messages.
+func TestForkARecordedOpenAIReview(t *testing.T) {
+	t.Parallel()
+	fake := chatcompletions.NewServer()
+	defer fake.Close()
+	fake.Handle(func(r chatcompletions.Request) chatcompletions.Reply {
+		return chatcompletions.Reply{JSON: goodAnswer("forked answer")}
+	})
+	e := setup(t, mode{name: "embedded"}, func(c *Config) { c.OpenAIBaseURL = fake.URL; c.OpenAIAPIKey = "sk-env-key-1234567890ab" })
+	history := []map[string]any{
+		{"role": "user", "content": "Review pull request 7 of acme/widget."},
+		{"role": "assistant", "content": "REVIEW-MARKER: Load now refuses an empty path."},
+	}
+	v := e.review("openai", map[string]any{"session_history": history})
+	conv, _ := e.ask(v, "Why does Load refuse?")
+	got := e.wait(conv, 1)
+	if got.State != "succeeded" || got.Session != "forked" {
+		t.Fatalf("turn = %+v, want succeeded and forked", got)
+	}
+	reqs := fake.Requests()
+	if !reqs[0].Contains("REVIEW-MARKER") {
+		t.Fatal("the model did not see the review's history")
+	}
+	// Invalid histories are refused.
+	e.do("POST", "/api/v1/repos/"+e.repo+"/pulls/7/reviews", map[string]any{"head_sha": e.head, "backend": "openai", "session_history": map[string]any{"x": 1}}, http.StatusBadRequest, nil)
+	e.do("POST", "/api/v1/repos/"+e.repo+"/pulls/7/reviews", map[string]any{"head_sha": e.head, "backend": "local", "session_history": history}, http.StatusBadRequest, nil)
+}
