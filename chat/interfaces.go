@@ -105,6 +105,25 @@ type HistoryStore interface {
 	SaveHistory(ctx context.Context, backend, sessionID string, history json.RawMessage) error
 }
 
+// Observer is told about every settled run of a turn, for metrics.
+// Implemented by package worker.
+type Observer interface {
+	TurnSettled(TurnStats)
+}
+
+// TurnStats describe one finished run of a turn.
+type TurnStats struct {
+	Backend string
+	State   State
+	Reason  Reason
+	Session SessionMode
+	// QueueWait is from the question to the start of the run; Duration is
+	// the run's own time.
+	QueueWait time.Duration
+	Duration  time.Duration
+	Usage     Usage
+}
+
 // Queue carries turn jobs to workers. Implemented by package worker.
 type Queue interface {
 	// Enqueue puts a job for the turn on host's queue ("" = the shared queue).

@@ -41,7 +41,7 @@ func (s *Service) Run(ctx context.Context, turnID, runner string) error {
 	case err != nil:
 		return fmt.Errorf("claim turn %s: %w", turnID, err)
 	}
-	r := &run{s: s, turn: t, fence: t.Fence, seq: t.LastSeq}
+	r := &run{s: s, turn: t, fence: t.Fence, seq: t.LastSeq, started: s.now()}
 	if t.Fence > int64(s.cfg.MaxAttempts) {
 		o := r.failure(Fail(ReasonInterrupted, fmt.Errorf("the turn was started %d times and its workers stopped under it", t.Fence-1)))
 		o.State = StateInterrupted
@@ -84,6 +84,8 @@ type run struct {
 	// repo and pr are the turn's, for the repository feed.
 	repo string
 	pr   int
+	// started is when this run began.
+	started time.Time
 }
 
 // plan is how the agent of a turn starts.
@@ -385,6 +387,12 @@ func (r *run) finish(ctx context.Context, o Outcome) error {
 	s.publish(ctx, r.turn.ID, o.Events)
 	if r.repo != "" {
 		s.feed(ctx, r.repo, r.pr, r.turn, o.State, o.Reason)
+	}
+	if s.observer != nil {
+		s.observer.TurnSettled(TurnStats{
+			Backend: o.Backend, State: o.State, Reason: o.Reason, Session: o.Session,
+			QueueWait: r.started.Sub(r.turn.CreatedAt), Duration: s.now().Sub(r.started), Usage: o.Usage,
+		})
 	}
 	s.log.InfoContext(ctx, "turn finished", slog.String("turn", r.turn.ID), slog.String("state", string(o.State)),
 		slog.String("reason", string(o.Reason)), slog.String("session", string(o.Session)), slog.Int("repairs", o.Usage.Repairs))

@@ -80,6 +80,8 @@ type Deps struct {
 	Sealer   *Sealer
 	// Histories stores the histories of recorded reviews' sessions.
 	Histories HistoryStore
+	// Observer, if set, is told about every finished run (metrics).
+	Observer Observer
 	// Publisher and Follower, if set, deliver events live.
 	Publisher Publisher
 	Follower  Follower
@@ -104,6 +106,7 @@ type Service struct {
 	settings   SettingsStore
 	sealer     *Sealer
 	histories  HistoryStore
+	observer   Observer
 	log        *slog.Logger
 	now        Clock
 
@@ -132,6 +135,7 @@ func NewService(cfg Config, d Deps) (*Service, error) {
 		settings:   d.Settings,
 		sealer:     d.Sealer,
 		histories:  d.Histories,
+		observer:   d.Observer,
 		log:        cmp.Or(d.Logger, slog.New(slog.DiscardHandler)),
 		now:        d.Now,
 	}

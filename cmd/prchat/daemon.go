@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,6 +26,7 @@ import (
 	"github.com/prchat/prchat/worker"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -73,6 +77,7 @@ type daemon struct {
 	server     *worker.Server
 	reconciler *worker.Reconciler
 	runner     string
+	metricsSrv *http.Server
 
 	failed   chan error
 	stopOnce sync.Once
@@ -163,10 +168,14 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 	if err != nil {
 		return nil, fmt.Errorf("PRCHAT_SECRET_KEY: %w", err)
 	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := worker.NewMetrics(reg, d.queue)
 	masker := mask.New(cfg.secrets()...)
 	deps := chat.Deps{
 		Settings:  d.store,
 		Histories: d.store,
+		Observer:  metrics,
 		Sealer:    sealer,
 		Store:     d.store,
 		Queue:     d.queue,
@@ -240,8 +249,6 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 	}
 
 	if r.api {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		if d.api, err = api.New(api.Config{Registry: reg, Logger: log, PingInterval: o.pingInterval}, d.svc); err != nil {
 			return nil, err
 		}
@@ -252,6 +259,31 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 		go func() {
 			defer d.served.Done()
 			if err := d.api.Serve(d.ln); err != nil {
+				d.failed <- err
+			}
+		}()
+	} else {
+		// A worker alone serves its metrics and liveness on the same address.
+		if d.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+		})
+		withID := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var b [12]byte
+			_, _ = rand.Read(b[:])
+			w.Header().Set("X-Request-Id", hex.EncodeToString(b[:]))
+			mux.ServeHTTP(w, r)
+		})
+		d.metricsSrv = &http.Server{Handler: withID, ReadHeaderTimeout: 10 * time.Second}
+		d.served.Add(1)
+		go func() {
+			defer d.served.Done()
+			if err := d.metricsSrv.Serve(d.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				d.failed <- err
 			}
 		}()
@@ -287,8 +319,11 @@ func (d *daemon) Stop() {
 		defer cancel()
 		if d.api != nil {
 			_ = d.api.Shutdown(ctx)
-			d.served.Wait()
 		}
+		if d.metricsSrv != nil {
+			_ = d.metricsSrv.Shutdown(ctx)
+		}
+		d.served.Wait()
 		if d.reconciler != nil {
 			d.reconciler.Stop()
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/hibiken/asynq"
@@ -52,11 +53,16 @@ func TestReconcilerRecoversLostJobs(t *testing.T) {
 			if err := rdb.FlushDB(context.Background()).Err(); err != nil {
 				t.Fatal(err)
 			}
-			e.serve(role{worker: true})
+			w := e.serve(role{worker: true})
 			for _, conv := range []string{a, b} {
 				if got := e.wait(conv, 1); got.State != "succeeded" {
 					t.Fatalf("turn of %s = %+v", conv, got)
 				}
+			}
+			// A worker alone serves its liveness and metrics.
+			doAt(t, w.URL(), "GET", "/healthz", nil, http.StatusOK, nil)
+			if m := string(doAt(t, w.URL(), "GET", "/metrics", nil, http.StatusOK, nil)); !strings.Contains(m, `prchat_turns_total{backend="local",reason="",state="succeeded"} 2`) {
+				t.Errorf("the worker's metrics do not count its two turns:\n%s", m)
 			}
 		})
 	}
