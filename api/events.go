@@ -111,26 +111,9 @@ func (s *Server) turnEvents(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := startSSE(c)
-	ping := time.NewTicker(s.cfg.PingInterval)
-	defer ping.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ping.C:
-			if !out.write(": ping\n\n") {
-				return nil
-			}
-		case e, ok := <-events:
-			if !ok {
-				return nil
-			}
-			if !out.event(strconv.FormatInt(e.Seq, 10), eventJSON(e, requestID(c))) {
-				return nil
-			}
-		}
-	}
+	return pump(c, s.cfg.PingInterval, events, func(e chat.Event) (string, any) {
+		return strconv.FormatInt(e.Seq, 10), eventJSON(e, requestID(c))
+	})
 }
 
 // repoEvents streams the turn state changes of a repository's
@@ -141,14 +124,21 @@ func (s *Server) repoEvents(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	return pump(c, s.cfg.PingInterval, events, func(e chat.FeedEvent) (string, any) { return e.ID, e })
+}
+
+// pump writes events as an SSE stream, with a ": ping" comment every ping
+// interval, until the events end or the client leaves.
+func pump[T any](c echo.Context, ping time.Duration, events <-chan T, render func(T) (id string, data any)) error {
 	out := startSSE(c)
-	ping := time.NewTicker(s.cfg.PingInterval)
-	defer ping.Stop()
+	tick := time.NewTicker(ping)
+	defer tick.Stop()
+	ctx := c.Request().Context()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-ping.C:
+		case <-tick.C:
 			if !out.write(": ping\n\n") {
 				return nil
 			}
@@ -156,7 +146,8 @@ func (s *Server) repoEvents(c echo.Context) error {
 			if !ok {
 				return nil
 			}
-			if !out.event(e.ID, e) {
+			id, data := render(e)
+			if !out.event(id, data) {
 				return nil
 			}
 		}
