@@ -27,7 +27,9 @@ type Config struct {
 	MaxRepairs int
 	// MaxCalls caps the agent's model calls per turn. Default 40.
 	MaxCalls int
-	// MaxTokens caps the input plus output tokens per turn. Default 2,000,000.
+	// MaxTokens caps the input (cached input included) plus output tokens per
+	// turn. Default 10,000,000: a forked session re-reads its context on
+	// every model call.
 	MaxTokens int64
 	// DefaultBackend runs conversations of reviews that name no backend.
 	// Default local.
@@ -47,7 +49,7 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	c.TurnTimeout = cmp.Or(c.TurnTimeout, 10*time.Minute)
 	c.MaxCalls = cmp.Or(c.MaxCalls, 40)
-	c.MaxTokens = cmp.Or(c.MaxTokens, 2_000_000)
+	c.MaxTokens = cmp.Or(c.MaxTokens, 10_000_000)
 	c.DefaultBackend = cmp.Or(c.DefaultBackend, BackendLocal)
 	c.MaxAttempts = cmp.Or(c.MaxAttempts, 3)
 	c.TakeoverAfter = cmp.Or(c.TakeoverAfter, time.Minute)

@@ -117,7 +117,7 @@ func settings() []setting {
 		{env: "PRCHAT_TURN_TIMEOUT", def: "10m", help: "time limit of one turn, repairs included", set: duration(func(c *Config) *time.Duration { return &c.TurnTimeout })},
 		{env: "PRCHAT_MAX_REPAIRS", def: "2", help: "how often an invalid answer is sent back to the agent", set: integer(func(c *Config) *int { return &c.MaxRepairs })},
 		{env: "PRCHAT_MAX_CALLS", def: "40", help: "model calls allowed per turn", set: integer(func(c *Config) *int { return &c.MaxCalls })},
-		{env: "PRCHAT_MAX_TOKENS", def: "2000000", help: "tokens (input+output) allowed per turn", set: func(c *Config, v string) error {
+		{env: "PRCHAT_MAX_TOKENS", def: "10000000", help: "tokens (input, cached input included, and output) allowed per turn", set: func(c *Config, v string) error {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
 				return fmt.Errorf("not a whole number: %q", v)
