@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/prchat/prchat/agentsession"
+	"github.com/prchat/prchat/agentsession/claude"
+	"github.com/prchat/prchat/agentsession/codex"
 	"github.com/prchat/prchat/agentsession/local"
 	"github.com/prchat/prchat/agentsession/openai"
 	"github.com/prchat/prchat/api"
@@ -201,7 +203,16 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 		if err != nil {
 			return nil, err
 		}
-		deps.Backends = append([]chat.Backend{local.New(local.Config{}), oa}, deps.Backends...)
+		cl, err := claude.New(claude.Config{Bin: cfg.ClaudeBin, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		cx, err := codex.New(codex.Config{Bin: cfg.CodexBin, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		// Backends given in options come last and replace built-ins of the same name.
+		deps.Backends = append([]chat.Backend{local.New(local.Config{}), oa, cl, cx}, deps.Backends...)
 	}
 	if d.svc, err = chat.NewService(chat.Config{
 		WorkerID:        cfg.WorkerID,
