@@ -127,6 +127,8 @@ var ruleTable = []struct{ in, want string }{
 	{`(ghp_aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z0)`, `([masked:github-pat])`},
 	{`key=AIzaSyA1b2C3d4E5f6G7h8I9j0KlMnOpQrStUvW&x=1`, `key=[masked:google-api-key]&x=1`},
 	{`Task-aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1`, `Task-aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1`},
+	// JSON-escaped text
+	{`{"text":"Token:\nghp_aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z0\nDB_PASSWORD=Xk29vLq81\n"}`, `{"text":"Token:\n[masked:github-pat]\nDB_PASSWORD=[masked:generic-assignment]\n"}`},
 	// mask tokens are kept as they are
 	{`[masked:github-pat] and password = [masked:generic-assignment]`, `[masked:github-pat] and password = [masked:generic-assignment]`},
 }

@@ -125,8 +125,21 @@ func isSpace(c int) bool {
 func isDigit(c byte) bool  { return '0' <= c && c <= '9' }
 func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
 
-// wordBefore reports whether the byte before position i is a word byte.
-func wordBefore(s string, i int) bool { return i > 0 && setWord[s[i-1]] }
+// wordBefore reports whether the byte before position i is a word byte. The
+// n, r or t of a JSON escape (\n, \r, \t) is not: masked text is often a
+// JSON string.
+func wordBefore(s string, i int) bool {
+	if i == 0 || !setWord[s[i-1]] {
+		return false
+	}
+	if i >= 2 && s[i-2] == '\\' {
+		switch s[i-1] {
+		case 'n', 'r', 't':
+			return false
+		}
+	}
+	return true
+}
 
 // wordAt reports whether v has a word byte at i.
 func wordAt(v *view, i int) bool {
