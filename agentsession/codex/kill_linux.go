@@ -3,6 +3,7 @@
 package codex
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"os/exec"
@@ -10,28 +11,73 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // killTree makes cmd's cancellation kill the CLI with every process it
 // started. The CLI runs each command in a session of its own (its
 // codex-linux-sandbox helper and the shell under it), out of reach of a
 // kill of the CLI's process group, and such a command would outlive the
-// CLI, so the cancellation freezes the CLI's group, finds its descendants
-// through /proc, and kills them and their groups as well as the CLI's.
-func killTree(cmd *exec.Cmd) {
+// CLI. So the cancellation freezes the CLI's group and kills, over a few
+// rounds, its descendants found through /proc and every process that
+// carries the run's marker in its environment (runMarker=mark, which the
+// CLI passes on; it finds a command even after it was orphaned), then the
+// CLI's group, and sweeps for marked stragglers once more afterwards.
+func killTree(cmd *exec.Cmd, mark string) {
 	cmd.Cancel = func() error {
 		pid := cmd.Process.Pid
 		_ = syscall.Kill(-pid, syscall.SIGSTOP) // it starts nothing new meanwhile
-		for _, d := range descendants(pid) {
-			_ = syscall.Kill(-d, syscall.SIGKILL) // its group, if it leads one
-			_ = syscall.Kill(d, syscall.SIGKILL)
+		for round := 0; round < 5; round++ {
+			victims := append(descendants(pid), marked(mark)...)
+			for _, d := range victims {
+				if d == pid {
+					continue
+				}
+				_ = syscall.Kill(-d, syscall.SIGKILL) // its group, if it leads one
+				_ = syscall.Kill(d, syscall.SIGKILL)
+			}
+			if len(victims) == 0 && round > 0 {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 		err := syscall.Kill(-pid, syscall.SIGKILL)
+		go func() {
+			// A fork in flight when the CLI stopped may still exec.
+			for i := 0; i < 10; i++ {
+				time.Sleep(50 * time.Millisecond)
+				for _, d := range marked(mark) {
+					_ = syscall.Kill(-d, syscall.SIGKILL)
+					_ = syscall.Kill(d, syscall.SIGKILL)
+				}
+			}
+		}()
 		if errors.Is(err, syscall.ESRCH) {
 			return os.ErrProcessDone
 		}
 		return err
 	}
+}
+
+// marked returns the pids of the processes whose environment holds
+// runMarker=mark.
+func marked(mark string) []int {
+	envs, err := filepath.Glob("/proc/[0-9]*/environ")
+	if err != nil {
+		return nil
+	}
+	needle := []byte(runMarker + "=" + mark + "\x00")
+	var out []int
+	for _, path := range envs {
+		raw, err := os.ReadFile(path)
+		if err != nil || !bytes.Contains(raw, needle) {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(path))); err == nil {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // descendants returns the pids of the processes descended from pid, read

@@ -6,4 +6,4 @@ import "os/exec"
 
 // killTree keeps agentsession.Command's cancellation (a kill of the CLI's
 // process group) where /proc cannot tell the CLI's descendants.
-func killTree(*exec.Cmd) {}
+func killTree(*exec.Cmd, string) {}

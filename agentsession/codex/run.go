@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,6 +35,10 @@ import (
 // still carries the session id (if the CLI kept one) and the usage; when
 // ctx ends, the CLI and every process it started are killed and the error
 // wraps ctx.Err().
+// runMarker is the environment variable that marks a call's processes, so
+// that a cancel finds them even after they were orphaned.
+const runMarker = "PRCHAT_CODEX_RUN"
+
 func (b *Backend) Run(ctx context.Context, req chat.RunRequest, emit func(chat.Event)) (chat.RunResult, error) {
 	if emit == nil {
 		emit = func(chat.Event) {}
@@ -76,17 +83,21 @@ func (b *Backend) Run(ctx context.Context, req chat.RunRequest, emit func(chat.E
 
 	pctx, kill := context.WithCancel(ctx)
 	defer kill()
+	n := b.runs.Add(1)
 	p := &parser{
 		verb:   verb,
 		want:   strings.ToLower(req.Session.ID),
-		prefix: fmt.Sprintf("codex%d.", b.runs.Add(1)),
+		prefix: fmt.Sprintf("codex%d.", n),
 		emit:   emit,
 		kill:   kill,
 	}
 	cmd := agentsession.Command(pctx, b.bin, args...)
-	killTree(cmd)
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	mark := hex.EncodeToString(rnd[:])
+	killTree(cmd, mark)
 	cmd.Dir = req.Dir
-	cmd.Env = b.env
+	cmd.Env = append(slices.Clip(b.env), runMarker+"="+mark)
 	cmd.Stdin = strings.NewReader(prompt)
 	stdout := &lineWriter{line: p.line}
 	cmd.Stdout = stdout
