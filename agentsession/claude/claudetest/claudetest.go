@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prchat/prchat/agentsession/agentsessiontest"
 	"github.com/prchat/prchat/agentsession/claude"
 	"github.com/prchat/prchat/agentsession/fakeapi/anthropic"
 )
@@ -31,23 +32,7 @@ const CachePath = ".cache/prchat/cli/node_modules/.bin/claude"
 // when CI is set or the variable names it, and skips it otherwise.
 func Bin(tb testing.TB) string {
 	tb.Helper()
-	bin := os.Getenv(BinEnv)
-	named := bin != ""
-	if !named {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			tb.Fatalf("claudetest: no home directory to find the claude CLI in: %v", err)
-		}
-		bin = filepath.Join(home, CachePath)
-	}
-	if fi, err := os.Stat(bin); err != nil || fi.IsDir() {
-		msg := "claudetest: the Claude Code CLI is not installed at " + bin + " (set " + BinEnv + ")"
-		if named || os.Getenv("CI") != "" {
-			tb.Fatal(msg)
-		}
-		tb.Skip(msg)
-	}
-	return bin
+	return agentsessiontest.CLI(tb, "Claude Code", BinEnv, CachePath)
 }
 
 // Config returns a claude-code backend configuration that runs the real

@@ -3,10 +3,9 @@
 package codextest
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
+	"github.com/prchat/prchat/agentsession/agentsessiontest"
 	"github.com/prchat/prchat/agentsession/codex"
 	"github.com/prchat/prchat/agentsession/fakeapi/responses"
 )
@@ -26,23 +25,7 @@ const Model = "gpt-5.5"
 // when CI is set or the variable names it, and skips it otherwise.
 func Bin(tb testing.TB) string {
 	tb.Helper()
-	bin := os.Getenv(BinEnv)
-	named := bin != ""
-	if !named {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			tb.Fatalf("codextest: no home directory to find the codex CLI in: %v", err)
-		}
-		bin = filepath.Join(home, CachePath)
-	}
-	if fi, err := os.Stat(bin); err != nil || fi.IsDir() {
-		msg := "codextest: the codex CLI is not installed at " + bin + " (set " + BinEnv + ")"
-		if named || os.Getenv("CI") != "" {
-			tb.Fatal(msg)
-		}
-		tb.Skip(msg)
-	}
-	return bin
+	return agentsessiontest.CLI(tb, "codex", BinEnv, CachePath)
 }
 
 // Config returns a codex backend configuration that runs the real CLI
