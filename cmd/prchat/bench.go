@@ -1,0 +1,572 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/prchat/prchat/store"
+	"github.com/prchat/prchat/worker"
+)
+
+// The phases `prchat bench --only` can select.
+const (
+	phaseIntake     = "intake"
+	phaseOverhead   = "overhead"
+	phaseThroughput = "throughput"
+	phaseMemory     = "memory"
+	phaseEvents     = "events"
+)
+
+// benchPhases lists the phases in the order they run.
+func benchPhases() []string {
+	return []string{phaseIntake, phaseOverhead, phaseThroughput, phaseMemory, phaseEvents}
+}
+
+const benchUsage = `Usage: prchat bench [flags]
+
+Measures the daemon against the floor its parts allow, side by side on this
+machine: intake (P1) against an in-process floor, turn overhead (P2),
+throughput (P3), memory (P7) and live event delivery. The daemons under test
+are child processes of this one (prchat serve, api, worker) with the
+zero-latency bench agent, so only prchat itself is measured. With no URLs
+it uses the embedded SQLite and an in-process Redis.
+
+Give --database-url and --redis-url to bench on Postgres and Redis; the
+bench makes a schema of its own in that database and drops it when done,
+and takes a Redis database that must be empty (e.g. redis://host:6379/14),
+which it flushes when done.
+
+Flags:
+`
+
+// benchConfig is what `prchat bench` measures and how.
+type benchConfig struct {
+	// Duration is how long each load phase measures: the floor and the
+	// intake each (in alternating rounds), the throughput per topology.
+	Duration time.Duration
+	// Clients is how many HTTP clients (and floor loops) ask at once.
+	Clients int
+	// Turns is how many sequential turns the overhead phase times.
+	Turns int
+	// Concurrency is PRCHAT_CONCURRENCY of the daemons under test.
+	Concurrency int
+	// DatabaseURL and RedisURL, if set, are the Postgres and Redis to bench
+	// on; else the embedded ones.
+	DatabaseURL string
+	RedisURL    string
+	// CPUProfile, if set, is the file of a CPU profile. The serve daemon
+	// then runs in the bench's process (samples labelled part=daemon).
+	CPUProfile string
+	// Phases are the phases to run.
+	Phases []string
+	// Subscribers are the subscriber counts of the events phase.
+	Subscribers []int
+
+	// command starts a daemon under test: the program and its leading
+	// arguments, to which the role (serve, api, worker) is added. Default:
+	// this executable.
+	command []string
+	// childEnv is added to the environment of the daemons under test.
+	childEnv []string
+	// settle is how long a freshly started daemon is left alone before its
+	// idle RSS is read. Default 3s.
+	settle time.Duration
+}
+
+func (c benchConfig) has(phase string) bool { return slices.Contains(c.Phases, phase) }
+
+// parseBenchArgs reads the flags of `prchat bench`.
+func parseBenchArgs(args []string, stderr io.Writer) (benchConfig, error) {
+	var c benchConfig
+	fs := flag.NewFlagSet("prchat bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "how long each load phase measures (floor, intake, throughput per topology)")
+	fs.IntVar(&c.Clients, "clients", 64, "concurrent HTTP clients (and floor loops)")
+	fs.IntVar(&c.Turns, "turns", 200, "sequential turns timed by the overhead phase")
+	fs.IntVar(&c.Concurrency, "concurrency", 4, "PRCHAT_CONCURRENCY of the daemons under test (turns a worker runs at once)")
+	fs.StringVar(&c.DatabaseURL, "database-url", "", "Postgres URL to bench on (a schema of its own is made and dropped); empty: embedded SQLite")
+	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis URL of an empty database to bench on (flushed when done); empty: in-process Redis")
+	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile here; the serve daemon then runs inside the bench (samples labelled part=daemon)")
+	only := fs.String("only", strings.Join(benchPhases(), ","), "phases to run: "+strings.Join(benchPhases(), ","))
+	subs := fs.String("subscribers", "100,500,2000", "subscriber counts of the events phase")
+	c.settle = 3 * time.Second
+	fs.Usage = func() {
+		fmt.Fprint(stderr, benchUsage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return c, err
+		}
+		return c, usageError{msg: err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return c, usageError{msg: fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	}
+	switch {
+	case c.Duration < 100*time.Millisecond || c.Duration > time.Hour:
+		return c, usageError{msg: "--duration must be between 100ms and 1h"}
+	case c.Clients < 1 || c.Clients > 4096:
+		return c, usageError{msg: "--clients must be between 1 and 4096"}
+	case c.Turns < 1 || c.Turns > 100_000:
+		return c, usageError{msg: "--turns must be between 1 and 100000"}
+	case c.Concurrency < 1 || c.Concurrency > 1000:
+		return c, usageError{msg: "--concurrency must be between 1 and 1000"}
+	}
+	for _, p := range strings.Split(*only, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if !slices.Contains(benchPhases(), p) {
+			return c, usageError{msg: fmt.Sprintf("--only: unknown phase %q (want some of %s)", p, strings.Join(benchPhases(), ","))}
+		}
+		if !slices.Contains(c.Phases, p) {
+			c.Phases = append(c.Phases, p)
+		}
+	}
+	if len(c.Phases) == 0 {
+		return c, usageError{msg: "--only names no phase"}
+	}
+	for _, s := range strings.Split(*subs, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 20_000 {
+			return c, usageError{msg: fmt.Sprintf("--subscribers: %q is not a count between 1 and 20000", s)}
+		}
+		c.Subscribers = append(c.Subscribers, n)
+	}
+	if c.has(phaseEvents) && len(c.Subscribers) == 0 {
+		return c, usageError{msg: "--subscribers names no count"}
+	}
+	return c, nil
+}
+
+// runBench runs `prchat bench`. It takes its settings from its flags only
+// (getenv is not read), so that the PRCHAT_DATABASE_URL or PRCHAT_REDIS_URL
+// of a real daemon is never benched on, and flushed, by accident.
+func runBench(ctx context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := parseBenchArgs(args, stderr)
+	if err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the prchat executable: %w", err)
+	}
+	cfg.command = []string{exe}
+	return runBenchConfig(ctx, cfg, stdout, stderr)
+}
+
+// bencher is one run of the bench.
+type bencher struct {
+	cfg            benchConfig
+	stdout, stderr io.Writer
+
+	dir     string // the bench's temporary directory
+	dataDir string // PRCHAT_DATA_DIR of the daemons
+	repoDir string // the git repository the review is about
+	head    string // its head commit
+
+	// databaseURL and floorURL are the Postgres URLs (search_path set to
+	// the bench's schemas) of the daemons and of the floor; "" embedded.
+	databaseURL string
+	floorURL    string
+	schemas     []string
+	rdb         redis.UniversalClient // the given Redis; nil embedded
+	flushRedis  bool
+	hosts       *worker.Hosts
+	db          *store.Store // the daemons' database, to count turns
+	http        *http.Client
+	askPath     string
+	daemons     []*benchDaemon
+	rep         report
+}
+
+// runBenchConfig runs the bench cfg describes and prints its report.
+func runBenchConfig(ctx context.Context, cfg benchConfig, stdout, stderr io.Writer) (err error) {
+	b := &bencher{cfg: cfg, stdout: stdout, stderr: stderr, http: newLoadClient(2 * cfg.Clients)}
+	if b.dir, err = os.MkdirTemp("", "prchat-bench-"); err != nil {
+		return err
+	}
+	defer os.RemoveAll(b.dir)
+	b.dataDir = filepath.Join(b.dir, "data")
+	defer b.cleanup()
+	if err := b.setup(ctx); err != nil {
+		return err
+	}
+	if cfg.CPUProfile != "" {
+		f, err := os.Create(cfg.CPUProfile)
+		if err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	b.header()
+	pprof.Do(ctx, pprof.Labels("part", "bench"), func(ctx context.Context) { err = b.run(ctx) })
+	b.noteLogs()
+	b.rep.print(stdout)
+	if err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// noteLogs notes how many lines the daemons logged (at warn level and
+// above; the first of each are on stderr).
+func (b *bencher) noteLogs() {
+	counts := map[string]int{}
+	var names []string
+	for _, d := range b.daemons {
+		if n := d.logs.count(); n > 0 {
+			if counts[d.name] == 0 {
+				names = append(names, d.name)
+			}
+			counts[d.name] += n
+		}
+	}
+	for _, name := range names {
+		b.rep.note(fmt.Sprintf("%s logged %d lines at warn level or above (the first ones are on stderr)", name, counts[name]))
+	}
+}
+
+// setup makes the repository, the Postgres schemas and checks the Redis.
+func (b *bencher) setup(ctx context.Context) error {
+	var err error
+	if b.repoDir, b.head, err = makeBenchRepo(ctx, filepath.Join(b.dir, "repo")); err != nil {
+		return err
+	}
+	if b.cfg.DatabaseURL != "" {
+		if err := b.makeSchemas(ctx); err != nil {
+			return err
+		}
+	}
+	if b.cfg.RedisURL != "" {
+		if b.rdb, err = worker.OpenRedis(ctx, b.cfg.RedisURL); err != nil {
+			return err
+		}
+		n, err := b.rdb.DBSize(ctx).Result()
+		if err != nil {
+			return fmt.Errorf("redis: %w", err)
+		}
+		if n > 0 {
+			return fmt.Errorf("the Redis database of --redis-url holds %d keys; give the bench an empty database (e.g. redis://127.0.0.1:6379/14): it flushes it when done", n)
+		}
+		b.flushRedis = true
+		b.hosts = worker.NewHosts(b.rdb)
+	}
+	return nil
+}
+
+// makeSchemas makes the schemas of the daemons and of the floor.
+func (b *bencher) makeSchemas(ctx context.Context) error {
+	var r [6]byte
+	_, _ = rand.Read(r[:])
+	base := "prchat_bench_" + hex.EncodeToString(r[:])
+	admin, err := store.Open(ctx, store.Config{DatabaseURL: b.cfg.DatabaseURL, MaxOpenConns: 1})
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	for _, s := range []string{base, base + "_floor"} {
+		if err := admin.DB().WithContext(ctx).Exec("CREATE SCHEMA " + s).Error; err != nil {
+			return fmt.Errorf("create schema %s: %w", s, err)
+		}
+		b.schemas = append(b.schemas, s)
+	}
+	if b.databaseURL, err = withSearchPath(b.cfg.DatabaseURL, base); err != nil {
+		return err
+	}
+	b.floorURL, err = withSearchPath(b.cfg.DatabaseURL, base+"_floor")
+	return err
+}
+
+// withSearchPath returns a Postgres URL whose connections use schema.
+func withSearchPath(raw, schema string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("parse --database-url: %w", err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
+// cleanup stops the daemons and removes what the bench made in Postgres
+// and Redis, whatever happened before.
+func (b *bencher) cleanup() {
+	for i := len(b.daemons) - 1; i >= 0; i-- {
+		b.stopDaemon(b.daemons[i])
+	}
+	if b.db != nil {
+		_ = b.db.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if len(b.schemas) > 0 {
+		if admin, err := store.Open(ctx, store.Config{DatabaseURL: b.cfg.DatabaseURL, MaxOpenConns: 1}); err == nil {
+			for _, s := range b.schemas {
+				if err := admin.DB().WithContext(ctx).Exec("DROP SCHEMA " + s + " CASCADE").Error; err != nil {
+					fmt.Fprintf(b.stderr, "prchat bench: drop schema %s: %v\n", s, err)
+				}
+			}
+			_ = admin.Close()
+		} else {
+			fmt.Fprintf(b.stderr, "prchat bench: drop schemas %v: %v\n", b.schemas, err)
+		}
+	}
+	if b.rdb != nil {
+		if b.flushRedis {
+			if err := b.rdb.FlushDB(ctx).Err(); err != nil {
+				fmt.Fprintf(b.stderr, "prchat bench: flush the Redis database: %v\n", err)
+			}
+		}
+		_ = b.rdb.Close()
+	}
+}
+
+// makeBenchRepo makes the git repository the bench's review is about: one
+// commit with bench.txt, which the bench agent cites.
+func makeBenchRepo(ctx context.Context, dir string) (string, string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bench.txt"), []byte("bench\n"), 0o644); err != nil {
+		return "", "", err
+	}
+	git := func(args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, "git", append([]string{"-c", "user.name=prchat bench", "-c", "user.email=bench@localhost", "-c", "commit.gpgsign=false"}, args...)...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("git %s: %w: %s", args[0], err, strings.TrimSpace(string(out)))
+		}
+		return strings.TrimSpace(string(out)), nil
+	}
+	for _, args := range [][]string{{"init", "-q"}, {"add", "bench.txt"}, {"commit", "-q", "-m", "bench"}} {
+		if _, err := git(args...); err != nil {
+			return "", "", fmt.Errorf("make the bench repository: %w", err)
+		}
+	}
+	head, err := git("rev-parse", "HEAD")
+	if err != nil {
+		return "", "", fmt.Errorf("make the bench repository: %w", err)
+	}
+	return dir, head, nil
+}
+
+// header prints what the bench runs on.
+func (b *bencher) header() {
+	db, rd := "embedded SQLite", "in-process Redis"
+	if b.cfg.DatabaseURL != "" {
+		db = "Postgres " + redactedHost(b.cfg.DatabaseURL)
+	}
+	if b.cfg.RedisURL != "" {
+		rd = "Redis " + redactedHost(b.cfg.RedisURL)
+	}
+	load := ""
+	if l := loadAverage(); l != "" {
+		load = ", load average " + l + " at start"
+	}
+	fmt.Fprintf(b.stdout, "prchat bench: %s + %s; %d CPUs%s; %s %s/%s\n", db, rd, runtime.NumCPU(), load, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(b.stdout, "%d clients, %s per load phase, worker concurrency %d, bench agent (zero latency; each turn forks the review's session)\n",
+		b.cfg.Clients, b.cfg.Duration, b.cfg.Concurrency)
+	if b.cfg.CPUProfile != "" {
+		fmt.Fprintf(b.stdout, "profiling: the serve daemon runs inside the bench (samples labelled part=daemon; the bench's own are part=bench and part=floor)\n")
+	}
+	fmt.Fprintln(b.stdout)
+}
+
+// redactedHost shows a URL's host and path only.
+func redactedHost(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Host + u.Path
+}
+
+// run runs the selected phases. Each phase starts on a freshly started
+// daemon against the same database, so that what one phase leaves behind
+// in a process (the embedded Redis' keys, a grown heap) does not weigh on
+// the next.
+func (b *bencher) run(ctx context.Context) error {
+	c := b.cfg
+	serve, err := b.startDaemon(ctx, "serve", "serve")
+	if err != nil {
+		return err
+	}
+	if err := b.prepare(ctx, serve.url); err != nil {
+		return err
+	}
+	if c.has(phaseMemory) {
+		b.idleMemory(ctx, serve)
+	}
+	phases := []struct {
+		on  bool
+		run func(context.Context, *benchDaemon) error
+	}{
+		{c.has(phaseIntake), b.intake},
+		{c.has(phaseOverhead), b.overhead},
+		{c.has(phaseThroughput) || c.has(phaseMemory), func(ctx context.Context, serve *benchDaemon) error {
+			return b.throughput(ctx, "1 serve", serve, []*benchDaemon{serve})
+		}},
+	}
+	for _, p := range phases {
+		if !p.on {
+			continue
+		}
+		if serve == nil {
+			if serve, err = b.startDaemon(ctx, "serve", "serve"); err != nil {
+				return err
+			}
+		}
+		err := p.run(ctx, serve)
+		b.stopDaemon(serve)
+		serve = nil
+		if err != nil {
+			return err
+		}
+	}
+	if serve != nil {
+		b.stopDaemon(serve)
+	}
+	split := b.rdb != nil
+	if c.has(phaseEvents) && !split {
+		for _, n := range c.Subscribers {
+			fresh, err := b.startDaemon(ctx, "serve", "serve")
+			if err != nil {
+				return err
+			}
+			err = b.events(ctx, fresh, n)
+			b.stopDaemon(fresh)
+			if err != nil {
+				return err
+			}
+		}
+	}
+	if !c.has(phaseThroughput) && !c.has(phaseEvents) && !c.has(phaseIntake) {
+		return ctx.Err()
+	}
+	if !split {
+		if c.has(phaseThroughput) {
+			b.rep.note("throughput with 2 worker processes needs --redis-url (and --database-url): the embedded Redis lives inside one serve process")
+		}
+		return ctx.Err()
+	}
+	return b.runSplit(ctx)
+}
+
+// runSplit runs the phases of the production topology: one api process and
+// worker processes, against the given Redis (and Postgres).
+func (b *bencher) runSplit(ctx context.Context) error {
+	c := b.cfg
+	api, err := b.startDaemon(ctx, "api", "api")
+	if err != nil {
+		return err
+	}
+	if c.has(phaseIntake) {
+		// The API alone, with no worker taking a share of the machine: the
+		// cost of the HTTP path against the floor.
+		if err := b.intakeOn(ctx, api, "api alone", false); err != nil {
+			return err
+		}
+		b.rep.note("intake (api alone): no worker runs meanwhile; the turns stay queued until worker-1 starts and works them off")
+	}
+	w1, err := b.startDaemon(ctx, "worker", "worker-1")
+	if err != nil {
+		return err
+	}
+	if c.has(phaseIntake) {
+		if _, _, err := b.drain(ctx, b.drainLimit()); err != nil {
+			return fmt.Errorf("intake: wait for the asked turns: %w", err)
+		}
+	}
+	if c.has(phaseThroughput) {
+		if err := b.throughput(ctx, "api + 1 worker", api, []*benchDaemon{api, w1}); err != nil {
+			return err
+		}
+		w2, err := b.startDaemon(ctx, "worker", "worker-2")
+		if err != nil {
+			return err
+		}
+		err = b.throughput(ctx, "api + 2 workers", api, []*benchDaemon{api, w1, w2})
+		b.stopDaemon(w2)
+		if err != nil {
+			return err
+		}
+	}
+	if c.has(phaseEvents) {
+		// A fresh API process for every count, so that each starts from the
+		// same memory.
+		b.stopDaemon(api)
+		for _, n := range c.Subscribers {
+			fresh, err := b.startDaemon(ctx, "api", "api")
+			if err != nil {
+				return err
+			}
+			err = b.events(ctx, fresh, n)
+			b.stopDaemon(fresh)
+			if err != nil {
+				return err
+			}
+		}
+	}
+	b.stopDaemon(w1)
+	b.stopDaemon(api)
+	return ctx.Err()
+}
+
+// prepare registers the repository and records the review (once per
+// database), and opens the daemons' database to count turns.
+func (b *bencher) prepare(ctx context.Context, base string) error {
+	if err := b.postJSON(ctx, base+"/api/v1/repos", map[string]string{"name": "bench/repo", "clone_path": b.repoDir},
+		http.StatusCreated, http.StatusOK); err != nil {
+		return fmt.Errorf("register the bench repository: %w", err)
+	}
+	// The review kept a session whose run directory is the repository
+	// itself: each first question forks it, the usual case of a
+	// claude-code or codex review, and no run directory is made per turn.
+	if err := b.postJSON(ctx, base+"/api/v1/repos/bench/repo/pulls/1/reviews", map[string]string{
+		"head_sha": b.head, "backend": BenchBackend, "session_id": "bench-review", "run_dir": b.repoDir,
+		"markdown": "The bench review.",
+	}, http.StatusCreated); err != nil {
+		return fmt.Errorf("record the bench review: %w", err)
+	}
+	b.askPath = "/api/v1/repos/bench/repo/pulls/1/reviews/1/conversations"
+	sc := store.Config{DatabaseURL: b.databaseURL, MaxOpenConns: 2}
+	if b.databaseURL == "" {
+		sc.SQLitePath = filepath.Join(b.dataDir, "prchat.db")
+	}
+	var err error
+	if b.db, err = store.Open(ctx, sc); err != nil {
+		return fmt.Errorf("open the daemon's database: %w", err)
+	}
+	return nil
+}

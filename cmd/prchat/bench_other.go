@@ -1,0 +1,27 @@
+//go:build !linux
+
+package main
+
+import (
+	"errors"
+	"os/exec"
+	"time"
+)
+
+// processRSS is only known on Linux (from /proc); elsewhere the memory
+// figures are reported as unavailable.
+func processRSS(int) (int64, error) {
+	return 0, errors.New("RSS is only read on Linux")
+}
+
+// processCPU is only known on Linux (from /proc).
+func processCPU(int) (time.Duration, error) {
+	return 0, errors.New("CPU time is only read on Linux")
+}
+
+// loadAverage is only read on Linux.
+func loadAverage() string { return "" }
+
+// dieWithParent does nothing outside Linux: the bench stops its daemons on
+// its way out.
+func dieWithParent(*exec.Cmd) {}

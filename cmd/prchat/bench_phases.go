@@ -1,0 +1,435 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// pending counts the turns that are queued or running.
+func (b *bencher) pending(ctx context.Context) (int64, error) {
+	var n int64
+	err := b.db.DB().WithContext(ctx).Raw(`SELECT count(*) FROM turns WHERE state IN ('queued', 'running')`).Scan(&n).Error
+	if err != nil {
+		return 0, fmt.Errorf("count pending turns: %w", err)
+	}
+	return n, nil
+}
+
+// settled counts the turns in a final state, by state.
+func (b *bencher) settled(ctx context.Context) (map[string]int64, error) {
+	var rows []struct {
+		State string
+		N     int64
+	}
+	err := b.db.DB().WithContext(ctx).Raw(`SELECT state, count(*) AS n FROM turns WHERE state NOT IN ('queued', 'running') GROUP BY state`).
+		Scan(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("count settled turns: %w", err)
+	}
+	m := map[string]int64{}
+	for _, r := range rows {
+		m[r.State] = r.N
+	}
+	return m, nil
+}
+
+// total sums the counts of m.
+func total(m map[string]int64) int64 {
+	var n int64
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// checkFailures notes turns that settled other than succeeded between two
+// counts, with the reason of the last one.
+func (b *bencher) checkFailures(ctx context.Context, phase string, before, after map[string]int64) {
+	var bad []string
+	for state, n := range after {
+		if state != "succeeded" && n > before[state] {
+			bad = append(bad, fmt.Sprintf("%d %s", n-before[state], state))
+		}
+	}
+	if len(bad) == 0 {
+		return
+	}
+	slices.Sort(bad)
+	var last []struct{ Reason, Note string }
+	_ = b.db.DB().WithContext(ctx).Raw(`SELECT reason, note FROM turns WHERE state NOT IN ('queued', 'running', 'succeeded') ORDER BY finished_at DESC LIMIT 1`).Scan(&last).Error
+	why := ""
+	if len(last) > 0 {
+		note, _, _ := strings.Cut(last[0].Note, "\n")
+		why = fmt.Sprintf(" (last: %s: %s)", last[0].Reason, note)
+	}
+	b.rep.note(fmt.Sprintf("%s: turns that did not succeed: %s%s", phase, strings.Join(bad, ", "), why))
+}
+
+// turnTimes returns, for the turns created in [from, until] that settled,
+// their wait in the queue (created → started) and their run (started →
+// finished) as the daemon recorded them, sorted.
+func (b *bencher) turnTimes(ctx context.Context, from, until time.Time) (wait, run durations, err error) {
+	var rows []struct {
+		CreatedAt  time.Time
+		StartedAt  *time.Time
+		FinishedAt *time.Time
+	}
+	err = b.db.DB().WithContext(ctx).Raw(`SELECT created_at, started_at, finished_at FROM turns
+WHERE finished_at IS NOT NULL ORDER BY finished_at DESC LIMIT 20000`).Scan(&rows).Error
+	if err != nil {
+		return nil, nil, fmt.Errorf("read turn times: %w", err)
+	}
+	for _, r := range rows {
+		if r.StartedAt == nil || r.FinishedAt == nil || r.CreatedAt.Before(from) || r.CreatedAt.After(until) {
+			continue
+		}
+		wait = append(wait, r.StartedAt.Sub(r.CreatedAt))
+		run = append(run, r.FinishedAt.Sub(*r.StartedAt))
+	}
+	return wait.sorted(), run.sorted(), nil
+}
+
+// drain waits until no turn is pending, and returns how many were pending
+// when it began and how long they took.
+func (b *bencher) drain(ctx context.Context, limit time.Duration) (int64, time.Duration, error) {
+	start := time.Now()
+	first := int64(-1)
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	for {
+		n, err := b.pending(ctx)
+		if err != nil {
+			return first, time.Since(start), err
+		}
+		if first < 0 {
+			first = n
+		}
+		if n == 0 {
+			return first, time.Since(start), nil
+		}
+		select {
+		case <-ctx.Done():
+			return first, time.Since(start), fmt.Errorf("%d turns still pending after %s", n, limit)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// drainLimit bounds a wait for the pending turns.
+func (b *bencher) drainLimit() time.Duration { return max(2*time.Minute, 10*b.cfg.Duration) }
+
+// warmup is the unmeasured start of a load of duration d.
+func warmup(d time.Duration) time.Duration { return min(time.Second, d/5) }
+
+// idleMemory measures the serve daemon's RSS once it settled after start.
+func (b *bencher) idleMemory(ctx context.Context, serve *benchDaemon) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(b.cfg.settle):
+	}
+	what := fmt.Sprintf("idle serve RSS (%s after start)", b.cfg.settle)
+	rss, err := serve.rss()
+	if err != nil {
+		b.rep.add("memory P7", what, "n/a", "< 60 MB", "")
+		b.rep.note("memory: " + err.Error())
+		return
+	}
+	b.rep.add("memory P7", what, mb(rss), "< 60 MB", verdict(rss < 60<<20))
+}
+
+// intake measures the floor and the HTTP intake of the serve daemon in
+// alternating rounds, so that both see the same machine. The serve
+// daemon's worker runs the asked turns meanwhile; their backlog is worked
+// off before the next round.
+func (b *bencher) intake(ctx context.Context, serve *benchDaemon) error {
+	before, err := b.settled(ctx)
+	if err != nil {
+		return err
+	}
+	if err := b.intakeOn(ctx, serve, "1 serve", true); err != nil {
+		return err
+	}
+	after, err := b.settled(ctx)
+	if err != nil {
+		return err
+	}
+	b.checkFailures(ctx, "intake", before, after)
+	b.rep.note("intake (1 serve): the serve daemon's worker runs the asked turns at the same time (the realistic case); their backlog is worked off between rounds")
+	return nil
+}
+
+// intakeOn measures the floor and the intake of the API of d in
+// alternating rounds. With worker, the turns asked in a round are worked
+// off before the next; without, they stay queued.
+func (b *bencher) intakeOn(ctx context.Context, d *benchDaemon, label string, worker bool) error {
+	f, err := b.openFloor(ctx)
+	if err != nil {
+		return err
+	}
+	defer f.close()
+	rounds := 1
+	if b.cfg.Duration >= 4*time.Second {
+		rounds = 2
+	}
+	slice := b.cfg.Duration / time.Duration(rounds)
+	body := askBody(benchQuestion)
+	var fl, in loadResult
+	var drained int64
+	var drainTime time.Duration
+	for range rounds {
+		var r loadResult
+		pprof.Do(ctx, pprof.Labels("part", "floor"), func(ctx context.Context) {
+			r = runLoad(ctx, b.cfg.Clients, warmup(slice), slice, f.ask)
+		})
+		fl = fl.add(r)
+		if err := f.dropJobs(); err != nil {
+			return err
+		}
+		in = in.add(runLoad(ctx, b.cfg.Clients, warmup(slice), slice, func(ctx context.Context) error {
+			_, err := b.ask(ctx, d.url, body, false)
+			return err
+		}))
+		if !worker {
+			continue
+		}
+		n, took, err := b.drain(ctx, b.drainLimit())
+		if err != nil {
+			return fmt.Errorf("intake: wait for the asked turns: %w", err)
+		}
+		drained += n
+		drainTime += took
+	}
+	b.noteErrors("floor (beside "+label+")", fl)
+	b.noteErrors("intake ("+label+")", in)
+
+	ratio := 0.0
+	if fl.perSecond() > 0 {
+		ratio = in.perSecond() / fl.perSecond()
+	}
+	clients := strconv.Itoa(b.cfg.Clients)
+	b.rep.add("floor", "asks/s, "+clients+" loops, no HTTP (beside "+label+")", rate(fl.perSecond()), "", "")
+	b.rep.add("floor", "  latency p50 / p99", fl.lat.p50p99(), "", "")
+	b.rep.add("intake P1", "asks/s accepted, "+clients+" HTTP clients, "+label, rate(in.perSecond()), "", "")
+	b.rep.add("intake P1", "  ratio to the floor", fmt.Sprintf("%.2f", ratio), "≥ 0.70", verdict(ratio >= 0.7))
+	b.rep.add("intake P1", "  latency p50 / p99", in.lat.p50p99(), "p99 < 25 ms", verdict(len(in.lat) > 0 && in.lat.percentile(99) < 25*time.Millisecond))
+	if drainTime > 0 && drained > 0 {
+		b.rep.add("intake P1", "  backlog worked off between rounds, turns/s", rate(float64(drained)/drainTime.Seconds()), "", "")
+	}
+	if label == "1 serve" {
+		b.rep.note(fmt.Sprintf("floor: %s; %d alternating rounds of %s each with the intake", f.where, rounds, slice))
+	}
+	return nil
+}
+
+// noteErrors notes the failed operations of a load.
+func (b *bencher) noteErrors(phase string, r loadResult) {
+	if r.errs > 0 {
+		b.rep.note(fmt.Sprintf("%s: %d operations failed, first: %v", phase, r.errs, r.firstErr))
+	}
+}
+
+// overhead times sequential turns from the POST to the done event.
+func (b *bencher) overhead(ctx context.Context, serve *benchDaemon) error {
+	const warm = 5
+	body := askBody(benchQuestion)
+	client := newLoadClient(4)
+	var total, post durations
+	var from time.Time
+	for i := range warm + b.cfg.Turns {
+		if i == warm {
+			from = time.Now()
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		t0 := time.Now()
+		conv, err := b.ask(tctx, serve.url, body, true)
+		t1 := time.Now()
+		var final string
+		if err == nil {
+			final, err = follow(tctx, client, serve.url, conv, nil, nil)
+		}
+		t2 := time.Now()
+		cancel()
+		if err != nil {
+			return fmt.Errorf("overhead: turn %d: %w", i+1, err)
+		}
+		if final != "done" {
+			return fmt.Errorf("overhead: turn %d ended with %s, not done", i+1, final)
+		}
+		if i >= warm {
+			total = append(total, t2.Sub(t0))
+			post = append(post, t1.Sub(t0))
+		}
+	}
+	client.CloseIdleConnections()
+	total, post = total.sorted(), post.sorted()
+	label := fmt.Sprintf("POST → done over SSE, p50 / p99 (%d turns)", b.cfg.Turns)
+	ok := total.percentile(50) <= 10*time.Millisecond && total.percentile(99) <= 30*time.Millisecond
+	b.rep.add("overhead P2", label, total.p50p99(), "≤ 10 / ≤ 30 ms", verdict(ok))
+	b.rep.add("overhead P2", "  of which POST → 202, p50 / p99", post.p50p99(), "", "")
+	if wait, run, err := b.turnTimes(ctx, from, time.Now()); err == nil && len(run) > 0 {
+		b.rep.add("overhead P2", "  queue wait / run p50, as the daemon recorded", ms(wait.percentile(50))+" / "+ms(run.percentile(50)), "", "")
+	}
+	return nil
+}
+
+// throughput measures how many turns the daemons settle per second with
+// clients askers keeping a backlog of queued turns, and samples the RSS of
+// the daemons.
+func (b *bencher) throughput(ctx context.Context, label string, api *benchDaemon, daemons []*benchDaemon) error {
+	backlog := int64(4 * b.cfg.Clients)
+	body := askBody(benchQuestion)
+	warm, dur := warmup(b.cfg.Duration), b.cfg.Duration
+	before, err := b.settled(ctx)
+	if err != nil {
+		return err
+	}
+
+	// The poller keeps the pending count for the askers and the peak RSS of
+	// each daemon.
+	var pending atomic.Int64
+	peaks := make([]int64, len(daemons))
+	pctx, stopPoll := context.WithCancel(ctx)
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		for pctx.Err() == nil {
+			if n, err := b.pending(pctx); err == nil {
+				pending.Store(n)
+			}
+			for i, d := range daemons {
+				if rss, err := d.rss(); err == nil {
+					peaks[i] = max(peaks[i], rss)
+				}
+			}
+			select {
+			case <-pctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+
+	// The settled count at both ends of the window.
+	var atFrom, atUntil map[string]int64
+	var tFrom, tUntil time.Time
+	var cpuFrom, cpuUntil []time.Duration
+	marks := make(chan error, 1)
+	go func() {
+		var err error
+		defer func() { marks <- err }()
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+			return
+		case <-time.After(warm):
+		}
+		tFrom = time.Now()
+		cpuFrom = cpuTimes(daemons)
+		if atFrom, err = b.settled(ctx); err != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+			return
+		case <-time.After(dur - time.Since(tFrom)):
+		}
+		tUntil = time.Now()
+		cpuUntil = cpuTimes(daemons)
+		atUntil, err = b.settled(ctx)
+	}()
+	asks := runLoad(ctx, b.cfg.Clients, warm, dur, func(ctx context.Context) error {
+		for pending.Load() >= backlog {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+		pending.Add(1)
+		_, err := b.ask(ctx, api.url, body, false)
+		return err
+	})
+	err = <-marks
+	stopPoll()
+	<-polled
+	if err != nil {
+		return fmt.Errorf("throughput: %w", err)
+	}
+	if _, _, err := b.drain(ctx, b.drainLimit()); err != nil {
+		return fmt.Errorf("throughput: wait for the asked turns: %w", err)
+	}
+	after, err := b.settled(ctx)
+	if err != nil {
+		return err
+	}
+	b.checkFailures(ctx, "throughput ("+label+")", before, after)
+	b.noteErrors("throughput ("+label+")", asks)
+
+	turns := total(atUntil) - total(atFrom)
+	tps := float64(turns) / tUntil.Sub(tFrom).Seconds()
+	if b.cfg.has(phaseThroughput) {
+		goal, v := "", ""
+		if label == "1 serve" {
+			goal, v = "≥ 500", verdict(tps >= 500)
+		}
+		b.rep.add("throughput P3", "turns/s settled, "+label, rate(tps), goal, v)
+		if wait, run, err := b.turnTimes(ctx, tFrom, tUntil); err == nil && len(run) > 0 {
+			b.rep.add("throughput P3", "  queue wait / run p50, as the daemon recorded", ms(wait.percentile(50))+" / "+ms(run.percentile(50)), "", "")
+		}
+		var parts []string
+		for i := range daemons {
+			if cpuFrom[i] >= 0 && cpuUntil[i] >= 0 && turns > 0 {
+				parts = append(parts, ms((cpuUntil[i]-cpuFrom[i])/time.Duration(turns)))
+			}
+		}
+		if len(parts) == len(daemons) {
+			names := make([]string, len(daemons))
+			for i, d := range daemons {
+				names[i] = d.name
+			}
+			b.rep.add("throughput P3", "  CPU per turn (ask + run), "+strings.Join(names, " + "), strings.Join(parts, " + "), "", "")
+		}
+	}
+	if label == "1 serve" && b.cfg.has(phaseMemory) {
+		if peaks[0] > 0 {
+			b.rep.add("memory P7", "peak serve RSS under load (throughput)", mb(peaks[0]), "", "")
+		} else {
+			b.rep.add("memory P7", "peak serve RSS under load (throughput)", "n/a", "", "")
+		}
+	}
+	if label != "1 serve" && b.cfg.has(phaseThroughput) {
+		var parts []string
+		for i, d := range daemons {
+			if peaks[i] > 0 {
+				parts = append(parts, d.name+" "+mb(peaks[i]))
+			}
+		}
+		if len(parts) > 0 {
+			b.rep.note(fmt.Sprintf("throughput (%s): peak RSS %s", label, strings.Join(parts, ", ")))
+		}
+	}
+	return nil
+}
+
+// cpuTimes returns the CPU time each daemon used so far, -1 where unknown.
+func cpuTimes(daemons []*benchDaemon) []time.Duration {
+	out := make([]time.Duration, len(daemons))
+	for i, d := range daemons {
+		c, err := d.cpu()
+		if err != nil {
+			c = -1
+		}
+		out[i] = c
+	}
+	return out
+}
