@@ -7,9 +7,10 @@ import (
 	"time"
 )
 
-// pollInterval is how often a subscription reads the store while no live
-// event arrives: it covers events whose live delivery was lost.
-const pollInterval = 2 * time.Second
+// pollInterval is how often a following subscription reads the store
+// anyway: a safety net for an event whose live delivery was lost without a
+// gap showing (a gap, or a dropped follow, makes it read the store at once).
+const pollInterval = 15 * time.Second
 
 // Subscribe returns a turn's events with Seq > after, in order and each
 // once: the stored ones first, then the live ones as the worker emits them.

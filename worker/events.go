@@ -29,7 +29,7 @@ type EventsConfig struct {
 	// FeedMaxLen bounds each repository's feed stream. Default 1,000.
 	FeedMaxLen int64
 	// Buffer is how many events a follower may lag behind before it is
-	// dropped (it then catches up from the store). Default 256.
+	// dropped (it then catches up from the store). Default 64.
 	Buffer int
 	// Block is how long one blocking read waits. Default 5s.
 	Block  time.Duration
@@ -41,7 +41,7 @@ func (c EventsConfig) withDefaults() EventsConfig {
 	c.TTL = cmp.Or(c.TTL, 24*time.Hour)
 	c.SettledTTL = cmp.Or(c.SettledTTL, time.Hour)
 	c.FeedMaxLen = cmp.Or(c.FeedMaxLen, 1_000)
-	c.Buffer = cmp.Or(c.Buffer, 256)
+	c.Buffer = cmp.Or(c.Buffer, 64)
 	c.Block = cmp.Or(c.Block, 5*time.Second)
 	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	return c
@@ -76,12 +76,13 @@ var (
 // watch is one stream with local followers.
 type watch struct {
 	last      string // the id read last
+	decode    func(id string, data []byte) (any, bool)
 	followers map[*follower]struct{}
 }
 
-// follower receives the entries of one stream.
+// follower receives the decoded entries of one stream.
 type follower struct {
-	deliver func(id string, data []byte) bool // false: the follower is full
+	deliver func(v any) bool // false: the follower is full
 	close   func()
 }
 
@@ -149,20 +150,23 @@ func (e *Events) Follow(ctx context.Context, turnID string, after int64) (<-chan
 	ch := make(chan chat.Event, e.cfg.Buffer)
 	var once sync.Once
 	f := &follower{close: func() { once.Do(func() { close(ch) }) }}
-	f.deliver = func(_ string, data []byte) bool {
-		var ev chat.Event
-		if err := json.Unmarshal(data, &ev); err != nil {
-			e.log.Warn("decode turn event", slog.String("turn", turnID), slog.Any("err", err))
-			return true
-		}
+	f.deliver = func(v any) bool {
 		select {
-		case ch <- ev:
+		case ch <- v.(chat.Event):
 			return true
 		default:
 			return false
 		}
 	}
-	if err := e.add(ctx, turnKey(turnID), strconv.FormatInt(after, 10)+"-1", f); err != nil {
+	decode := func(_ string, data []byte) (any, bool) {
+		var ev chat.Event
+		if err := json.Unmarshal(data, &ev); err != nil {
+			e.log.Warn("decode turn event", slog.String("turn", turnID), slog.Any("err", err))
+			return nil, false
+		}
+		return ev, true
+	}
+	if err := e.add(ctx, turnKey(turnID), strconv.FormatInt(after, 10)+"-1", decode, f); err != nil {
 		return nil, err
 	}
 	return ch, nil
@@ -188,20 +192,23 @@ func (e *Events) FollowFeed(ctx context.Context, repo, after string) (<-chan cha
 	ch := make(chan chat.FeedEvent, e.cfg.Buffer)
 	var once sync.Once
 	f := &follower{close: func() { once.Do(func() { close(ch) }) }}
-	f.deliver = func(id string, data []byte) bool {
-		var fe chat.FeedEvent
-		if err := json.Unmarshal(data, &fe); err != nil {
-			return true
-		}
-		fe.ID = id
+	f.deliver = func(v any) bool {
 		select {
-		case ch <- fe:
+		case ch <- v.(chat.FeedEvent):
 			return true
 		default:
 			return false
 		}
 	}
-	if err := e.add(ctx, key, after, f); err != nil {
+	decode := func(id string, data []byte) (any, bool) {
+		var fe chat.FeedEvent
+		if err := json.Unmarshal(data, &fe); err != nil {
+			return nil, false
+		}
+		fe.ID = id
+		return fe, true
+	}
+	if err := e.add(ctx, key, after, decode, f); err != nil {
 		return nil, err
 	}
 	return ch, nil
@@ -218,7 +225,7 @@ func validStreamID(id string) bool {
 }
 
 // add registers a follower of key from id, and removes it when ctx ends.
-func (e *Events) add(ctx context.Context, key, from string, f *follower) error {
+func (e *Events) add(ctx context.Context, key, from string, decode func(string, []byte) (any, bool), f *follower) error {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -226,7 +233,7 @@ func (e *Events) add(ctx context.Context, key, from string, f *follower) error {
 	}
 	w := e.watches[key]
 	if w == nil {
-		w = &watch{last: from, followers: map[*follower]struct{}{}}
+		w = &watch{last: from, decode: decode, followers: map[*follower]struct{}{}}
 		e.watches[key] = w
 	}
 	// A follower joining a watched stream gets entries from the reader's
@@ -240,10 +247,7 @@ func (e *Events) add(ctx context.Context, key, from string, f *follower) error {
 	}
 	e.mu.Unlock()
 	e.poke()
-	go func() {
-		<-ctx.Done()
-		e.remove(key, f)
-	}()
+	context.AfterFunc(ctx, func() { e.remove(key, f) })
 	return nil
 }
 
@@ -331,8 +335,12 @@ func (e *Events) dispatch(st redis.XStream) {
 	for _, m := range st.Messages {
 		w.last = m.ID
 		data, _ := m.Values["e"].(string)
+		v, ok := w.decode(m.ID, []byte(data)) // once for every follower
+		if !ok {
+			continue
+		}
 		for f := range w.followers {
-			if !f.deliver(m.ID, []byte(data)) {
+			if !f.deliver(v) {
 				delete(w.followers, f)
 				f.close()
 			}
