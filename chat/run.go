@@ -261,7 +261,7 @@ func (r *run) plan(ctx context.Context) (*plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load review: %w", err)
 	}
-	repo, err := s.store.Repository(ctx, rev.Repository)
+	repo, err := s.repository(ctx, rev.Repository)
 	if err != nil {
 		return nil, fmt.Errorf("load repository: %w", err)
 	}

@@ -113,6 +113,7 @@ type Service struct {
 	now        Clock
 
 	inflight sync.Map // turn id -> struct{}: runs of this process
+	repos    repoCache
 }
 
 // NewService returns a Service.
@@ -176,12 +177,15 @@ func (s *Service) RegisterRepository(ctx context.Context, r Repository) (Reposit
 		return Repository{}, false, Errorf(CodeInvalid, "clone_path and clone_url are at most %d bytes", maxPathBytes)
 	}
 	created, err := s.store.UpsertRepository(ctx, &r)
+	if err == nil {
+		s.remember(r)
+	}
 	return r, created, err
 }
 
 // Repository returns a registered repository.
 func (s *Service) Repository(ctx context.Context, name string) (Repository, error) {
-	return s.store.Repository(ctx, name)
+	return s.repository(ctx, name)
 }
 
 // Repositories lists the registered repositories.
@@ -194,7 +198,7 @@ func (s *Service) RecordReview(ctx context.Context, repo string, r Review) (Revi
 	if err := r.Validate(s.Backends()); err != nil {
 		return Review{}, err
 	}
-	rp, err := s.store.Repository(ctx, repo)
+	rp, err := s.repository(ctx, repo)
 	if err != nil {
 		return Review{}, err
 	}
@@ -239,7 +243,7 @@ func newSessionID() string {
 
 // Review returns a version of a PR's review (0 = the latest).
 func (s *Service) Review(ctx context.Context, repo string, pr, version int) (Review, error) {
-	if _, err := s.store.Repository(ctx, repo); err != nil {
+	if _, err := s.repository(ctx, repo); err != nil {
 		return Review{}, err
 	}
 	return s.store.Review(ctx, repo, pr, version)
@@ -247,7 +251,7 @@ func (s *Service) Review(ctx context.Context, repo string, pr, version int) (Rev
 
 // Reviews lists a PR's review versions.
 func (s *Service) Reviews(ctx context.Context, repo string, pr int) ([]Review, error) {
-	if _, err := s.store.Repository(ctx, repo); err != nil {
+	if _, err := s.repository(ctx, repo); err != nil {
 		return nil, err
 	}
 	return s.store.Reviews(ctx, repo, pr)
@@ -261,7 +265,7 @@ func (s *Service) Ask(ctx context.Context, repo string, pr, version int, a Ask) 
 	if err := s.checkAsk(a); err != nil {
 		return Conversation{}, Turn{}, err
 	}
-	rp, err := s.store.Repository(ctx, repo)
+	rp, err := s.repository(ctx, repo)
 	if err != nil {
 		return Conversation{}, Turn{}, err
 	}
@@ -418,7 +422,7 @@ func (s *Service) Conversation(ctx context.Context, id string) (Conversation, er
 
 // Conversations lists a PR's conversations, newest first.
 func (s *Service) Conversations(ctx context.Context, repo string, pr int) ([]Conversation, error) {
-	if _, err := s.store.Repository(ctx, repo); err != nil {
+	if _, err := s.repository(ctx, repo); err != nil {
 		return nil, err
 	}
 	return s.store.Conversations(ctx, repo, pr)

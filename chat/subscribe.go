@@ -155,7 +155,7 @@ func (sub *subscription) send(ctx context.Context, e Event) bool {
 // SubscribeFeed returns a repository's turn state changes after the feed
 // position after ("" = from now) until ctx ends.
 func (s *Service) SubscribeFeed(ctx context.Context, repo, after string) (<-chan FeedEvent, error) {
-	if _, err := s.store.Repository(ctx, repo); err != nil {
+	if _, err := s.repository(ctx, repo); err != nil {
 		return nil, err
 	}
 	if s.follower == nil {
