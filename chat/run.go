@@ -422,17 +422,10 @@ func (r *run) emit(ctx context.Context, e Event) {
 			return // held back: it may be the start of a secret
 		}
 		r.add(e)
-		switch {
-		case len(r.pending) >= 32 || e.At.Sub(r.pending[0].At) >= textFlushDelay:
+		if len(r.pending) >= 32 || e.At.Sub(r.pending[0].At) >= textFlushDelay {
 			r.flushLocked(ctx)
-		case r.timer == nil:
-			fctx := context.WithoutCancel(ctx)
-			r.timer = time.AfterFunc(textFlushDelay, func() {
-				r.mu.Lock()
-				defer r.mu.Unlock()
-				r.timer = nil
-				r.flushLocked(fctx)
-			})
+		} else {
+			r.flushSoon(ctx)
 		}
 		return
 	}
@@ -446,8 +439,28 @@ func (r *run) emit(ctx context.Context, e Event) {
 	switch {
 	case e.Type == EventDone, e.Type == EventError, e.Type == EventUsage, e.Type == EventState && e.State.Final():
 		return // stored with the outcome
+	case e.Type == EventState:
+		// "running" waits for the agent's first events, or textFlushDelay:
+		// a quick turn stores it with its outcome, in one transaction.
+		r.flushSoon(ctx)
+		return
 	}
 	r.flushLocked(ctx)
+}
+
+// flushSoon stores the pending events within textFlushDelay, unless
+// something stores them sooner. The caller holds r.mu.
+func (r *run) flushSoon(ctx context.Context) {
+	if r.timer != nil {
+		return
+	}
+	fctx := context.WithoutCancel(ctx)
+	r.timer = time.AfterFunc(textFlushDelay, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.timer = nil
+		r.flushLocked(fctx)
+	})
 }
 
 // endText releases what the streaming masker still holds back.
