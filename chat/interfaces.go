@@ -50,10 +50,11 @@ type Store interface {
 	SetTurnQueue(ctx context.Context, id, queue string) error
 
 	// ClaimTurn marks a queued or running turn running for runner with a
-	// fresh fencing token (the old one plus one) and returns it. allow is
-	// asked first with the turn as stored and may refuse (false) a takeover
-	// of a turn another live run holds; then ClaimTurn returns ErrFenced. A
-	// turn in a final state returns ErrSettled.
+	// fresh fencing token (the old one plus one) and returns it. A queued
+	// turn is claimed at once; for a running one, allow is asked with the
+	// turn as stored and may refuse (false) a takeover of a turn another
+	// live run holds; then ClaimTurn returns ErrFenced. A turn in a final
+	// state returns ErrSettled.
 	ClaimTurn(ctx context.Context, id, runner string, allow func(Turn) bool) (Turn, error)
 	// AppendEvents stores events of a turn whose fence is current.
 	AppendEvents(ctx context.Context, turnID string, fence int64, events []Event) error

@@ -257,7 +257,7 @@ func (r *run) plan(ctx context.Context) (*plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load conversation: %w", err)
 	}
-	rev, err := s.store.ReviewByID(ctx, conv.ReviewID)
+	rev, err := s.reviewByID(ctx, conv.ReviewID)
 	if err != nil {
 		return nil, fmt.Errorf("load review: %w", err)
 	}

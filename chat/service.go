@@ -246,7 +246,7 @@ func (s *Service) Review(ctx context.Context, repo string, pr, version int) (Rev
 	if _, err := s.repository(ctx, repo); err != nil {
 		return Review{}, err
 	}
-	return s.store.Review(ctx, repo, pr, version)
+	return s.review(ctx, repo, pr, version)
 }
 
 // Reviews lists a PR's review versions.
@@ -272,7 +272,7 @@ func (s *Service) Ask(ctx context.Context, repo string, pr, version int, a Ask) 
 	if rp.ClonePath == "" && rp.CloneURL == "" {
 		return Conversation{}, Turn{}, Errorf(CodeNeedsClone, "repository %s has no clone path or URL; register one first", repo)
 	}
-	rev, err := s.store.Review(ctx, repo, pr, version)
+	rev, err := s.review(ctx, repo, pr, version)
 	if err != nil {
 		return Conversation{}, Turn{}, err
 	}
@@ -311,7 +311,7 @@ func (s *Service) Continue(ctx context.Context, conversationID string, a Ask) (T
 	t := s.newTurn(c, a)
 	host := c.SessionHost
 	if c.SessionID == "" {
-		if rev, err := s.store.ReviewByID(ctx, c.ReviewID); err == nil {
+		if rev, err := s.reviewByID(ctx, c.ReviewID); err == nil {
 			host = rev.SessionHost
 		}
 	}
@@ -392,7 +392,7 @@ func (s *Service) Enqueue(ctx context.Context, t Turn) error {
 	}
 	host := c.SessionHost
 	if c.SessionID == "" {
-		rev, err := s.store.ReviewByID(ctx, c.ReviewID)
+		rev, err := s.reviewByID(ctx, c.ReviewID)
 		if err != nil {
 			return fmt.Errorf("enqueue turn %s: %w", t.ID, err)
 		}
@@ -495,7 +495,7 @@ func (s *Service) DeleteConversation(ctx context.Context, id string) error {
 		return err
 	}
 	if c.RunDir != "" && s.workspaces != nil {
-		rev, err := s.store.ReviewByID(ctx, c.ReviewID)
+		rev, err := s.reviewByID(ctx, c.ReviewID)
 		if err == nil && rev.RunDir == c.RunDir {
 			return nil // the review's own run directory is not ours to remove
 		}

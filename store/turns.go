@@ -81,9 +81,10 @@ func (s *Store) SetTurnQueue(ctx context.Context, id, queue string) error {
 }
 
 // ClaimTurn marks a queued or running turn running for runner with a fresh
-// fencing token (the old one plus one) and returns it. allow is asked first
-// with the turn as stored and may refuse (false) a takeover of a turn
-// another live run holds; then ClaimTurn returns ErrFenced. A turn in a
+// fencing token (the old one plus one) and returns it. A queued turn is
+// claimed at once; for a running one, allow is asked with the turn as
+// stored and may refuse (false) a takeover of a turn another live run
+// holds; then ClaimTurn returns ErrFenced. A turn in a
 // final state returns ErrSettled. StartedAt keeps the time of the first
 // claim.
 func (s *Store) ClaimTurn(ctx context.Context, id, runner string, allow func(chat.Turn) bool) (chat.Turn, error) {
@@ -98,6 +99,10 @@ func (s *Store) ClaimTurn(ctx context.Context, id, runner string, allow func(cha
 			return chat.Turn{}, err
 		}
 		return chat.Turn{}, fmt.Errorf("claim turn %s: %w", id, chat.ErrSettled)
+	}
+	// A queued turn is nobody's yet: one update claims it without asking.
+	if t, ok, err := s.claim(ctx, id, runner, ` AND state = 'queued'`); ok || err != nil {
+		return t, err
 	}
 	for range maxClaimAttempts {
 		t, err := s.TurnByID(ctx, id)
