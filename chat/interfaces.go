@@ -37,6 +37,8 @@ type Store interface {
 	AddTurn(ctx context.Context, t *Turn) error
 	// Conversation returns a conversation with all its turns.
 	Conversation(ctx context.Context, id string) (Conversation, error)
+	// ConversationHead returns a conversation without its turns.
+	ConversationHead(ctx context.Context, id string) (Conversation, error)
 	// Conversations lists a PR's conversations, newest first, without turns.
 	Conversations(ctx context.Context, repo string, pr int) ([]Conversation, error)
 	// DeleteConversation deletes a conversation with its turns and events.

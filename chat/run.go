@@ -253,7 +253,7 @@ func (r *run) checkBudget(u Usage) error {
 // conversation's, or seed a new one in a new run directory.
 func (r *run) plan(ctx context.Context) (*plan, error) {
 	s := r.s
-	conv, err := s.store.Conversation(ctx, r.turn.ConversationID)
+	conv, err := s.store.ConversationHead(ctx, r.turn.ConversationID)
 	if err != nil {
 		return nil, fmt.Errorf("load conversation: %w", err)
 	}
@@ -273,11 +273,6 @@ func (r *run) plan(ctx context.Context) (*plan, error) {
 		review: rev,
 		repo:   repo,
 		conv:   conv,
-	}
-	for _, t := range conv.Turns {
-		if t.Number < r.turn.Number {
-			p.earlier = append(p.earlier, t)
-		}
 	}
 	p.backend = s.backends[p.name]
 	if p.backend == nil {
@@ -321,6 +316,18 @@ func (r *run) plan(ctx context.Context) (*plan, error) {
 	}
 	if p.reason != "" {
 		p.mode, p.session = SessionSeeded, SessionRef{}
+	}
+	if (p.mode == SessionSeeded || p.mode == SessionNone) && r.turn.Number > 1 {
+		// Only a new session needs the earlier turns (its seed and prompt).
+		full, err := s.store.Conversation(ctx, conv.ID)
+		if err != nil {
+			return nil, fmt.Errorf("load conversation: %w", err)
+		}
+		for _, t := range full.Turns {
+			if t.Number < r.turn.Number {
+				p.earlier = append(p.earlier, t)
+			}
+		}
 	}
 
 	p.dir = p.session.Dir

@@ -135,22 +135,29 @@ FROM conversations c
 JOIN reviews rv ON rv.id = c.review_id
 JOIN repositories rp ON rp.id = rv.repository_id `
 
-// Conversation returns a conversation with all its turns, in order.
-func (s *Store) Conversation(ctx context.Context, id string) (chat.Conversation, error) {
+// ConversationHead returns a conversation without its turns.
+func (s *Store) ConversationHead(ctx context.Context, id string) (chat.Conversation, error) {
 	var rows []conversationWithReview
-	db := s.read.WithContext(ctx)
-	if err := db.Raw(selectConversations+`WHERE c.id = ?`, id).Scan(&rows).Error; err != nil {
+	if err := s.read.WithContext(ctx).Raw(selectConversations+`WHERE c.id = ?`, id).Scan(&rows).Error; err != nil {
 		return chat.Conversation{}, fmt.Errorf("get conversation %s: %w", id, err)
 	}
 	if len(rows) == 0 {
 		return chat.Conversation{}, chat.Errorf(chat.CodeNotFound, "conversation %s not found", id)
 	}
+	return rows[0].chat(), nil
+}
+
+// Conversation returns a conversation with all its turns, in order.
+func (s *Store) Conversation(ctx context.Context, id string) (chat.Conversation, error) {
+	c, err := s.ConversationHead(ctx, id)
+	if err != nil {
+		return c, err
+	}
+	db := s.read.WithContext(ctx)
 	var turns []turnRow
 	if err := db.Where("conversation_id = ?", id).Order("number").Find(&turns).Error; err != nil {
 		return chat.Conversation{}, fmt.Errorf("get turns of conversation %s: %w", id, err)
 	}
-	c := rows[0].chat()
-	var err error
 	if c.Turns, err = turnsFromRows(turns); err != nil {
 		return chat.Conversation{}, err
 	}

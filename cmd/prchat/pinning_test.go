@@ -137,6 +137,25 @@ func TestSeededWhenTheSessionOrRunDirIsGone(t *testing.T) {
 	if b, _ := readFile(c.RunDir, "settings/settings.go"); !strings.Contains(string(b), "errEmptyPath") {
 		t.Error("the run directory is not at the head commit")
 	}
+
+	// The conversation's own session is lost too: turn 2 is seeded with
+	// the saved review and turn 1, in the prompt and in the run directory.
+	e.scripted.Forget(c.SessionID)
+	e.scripted.Push(scripted.Step{Answer: goodAnswer("seeded again")})
+	e.do("POST", "/api/v1/conversations/"+conv+"/turns", map[string]any{"question": "And the caller?"}, http.StatusAccepted, nil)
+	got = e.wait(conv, 2)
+	if got.Session != "seeded" || !strings.Contains(got.Note, "the conversation's session is gone") {
+		t.Fatalf("turn 2 = %+v", got)
+	}
+	reqs := e.scripted.Requests()
+	last := reqs[len(reqs)-1]
+	if !strings.Contains(last.Prompt, "Q1: Why?") || !strings.Contains(last.Prompt, "A1: seeded") {
+		t.Errorf("the seeded prompt lacks turn 1:\n%s", last.Prompt)
+	}
+	c = e.conversation(conv)
+	if b, err := readFile(c.RunDir, ".prchat/turns.md"); err != nil || !strings.Contains(string(b), "Why?") {
+		t.Errorf("the run directory's turns.md lacks turn 1: %v %q", err, b)
+	}
 }
 
 func readFile(dir, name string) ([]byte, error) {
