@@ -51,7 +51,7 @@ func TestAskValidate(t *testing.T) {
 
 func TestReviewValidate(t *testing.T) {
 	t.Parallel()
-	known := KnownBackends
+	known := KnownBackends()
 	good := Review{PR: 1, HeadSHA: "0123456789abcdef0123456789abcdef01234567"}
 	tests := []struct {
 		name   string

@@ -157,7 +157,7 @@ func NewService(cfg Config, d Deps) (*Service, error) {
 // Backends lists the backend names questions and reviews may name: the
 // contract's and any other this Service runs.
 func (s *Service) Backends() []string {
-	names := slices.Clone(KnownBackends)
+	names := KnownBackends()
 	for n := range s.backends {
 		if !slices.Contains(names, n) {
 			names = append(names, n)
@@ -301,12 +301,10 @@ func (s *Service) Continue(ctx context.Context, conversationID string, a Ask) (T
 	if err := s.checkAsk(a); err != nil {
 		return Turn{}, err
 	}
-	c, err := s.store.Conversation(ctx, conversationID)
+	// The busy rule is the database's: AddTurn refuses a second pending turn.
+	c, err := s.store.ConversationHead(ctx, conversationID)
 	if err != nil {
 		return Turn{}, err
-	}
-	if n := len(c.Turns); n > 0 && !c.Turns[n-1].State.Final() {
-		return Turn{}, Errorf(CodeBusy, "conversation %s is still answering turn %d", c.ID, c.Turns[n-1].Number)
 	}
 	t := s.newTurn(c, a)
 	host := c.SessionHost
@@ -386,7 +384,7 @@ func (s *Service) enqueue(ctx context.Context, t Turn) {
 // Enqueue routes a pending turn again and enqueues its job (the
 // reconciler's way to recover a job that Redis lost).
 func (s *Service) Enqueue(ctx context.Context, t Turn) error {
-	c, err := s.store.Conversation(ctx, t.ConversationID)
+	c, err := s.store.ConversationHead(ctx, t.ConversationID)
 	if err != nil {
 		return fmt.Errorf("enqueue turn %s: %w", t.ID, err)
 	}
@@ -529,7 +527,7 @@ func (s *Service) Settle(ctx context.Context, turnID string, state State, reason
 	}
 	s.publish(ctx, turnID, evs)
 	if s.publisher != nil {
-		if c, err := s.store.Conversation(ctx, t.ConversationID); err == nil {
+		if c, err := s.store.ConversationHead(ctx, t.ConversationID); err == nil {
 			s.feed(ctx, c.Repository, c.PR, t, state, reason)
 		}
 	}

@@ -13,8 +13,10 @@ const (
 	BackendLocal      = "local"
 )
 
-// KnownBackends are the backend names a review may record.
-var KnownBackends = []string{BackendClaudeCode, BackendCodex, BackendOpenAI, BackendLocal}
+// KnownBackends returns the backend names a review may record.
+func KnownBackends() []string {
+	return []string{BackendClaudeCode, BackendCodex, BackendOpenAI, BackendLocal}
+}
 
 // PrivateDir is the folder inside a run directory that holds prchat's own
 // files (the saved review, earlier turns). Citations may not point into it.
