@@ -44,6 +44,11 @@ type Config struct {
 	// TakeoverAfter is how long after the turn timeout a running turn whose
 	// runner still looks alive may be taken over by another run. Default 1m.
 	TakeoverAfter time.Duration
+	// SoleWorker says that the worker beside this Service is the only one
+	// there can be (prchat serve on its embedded Redis). Every turn then
+	// goes on the shared queue: the host of every session is that worker,
+	// so there is no host to pin a turn to and no liveness to ask about.
+	SoleWorker bool
 }
 
 func (c Config) withDefaults() Config {
@@ -357,9 +362,10 @@ func (s *Service) backendOf(provider string) string {
 }
 
 // route picks the queue of a turn: the host that holds the session it will
-// fork or resume, while that host is alive; else the shared queue.
+// fork or resume, while that host is alive; else (and always for a sole
+// worker) the shared queue.
 func (s *Service) route(ctx context.Context, backend, host string) string {
-	if host == "" || backend == BackendLocal {
+	if s.cfg.SoleWorker || host == "" || backend == BackendLocal {
 		return ""
 	}
 	alive, err := s.hosts.Alive(ctx, host)

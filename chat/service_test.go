@@ -18,12 +18,14 @@ import (
 type fakeQueue struct {
 	mu       sync.Mutex
 	enqueued []string
+	hosts    []string // the host queue of each enqueued turn ("" = shared)
 }
 
-func (q *fakeQueue) Enqueue(_ context.Context, turnID, _ string) error {
+func (q *fakeQueue) Enqueue(_ context.Context, turnID, host string) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.enqueued = append(q.enqueued, turnID)
+	q.hosts = append(q.hosts, host)
 	return nil
 }
 func (q *fakeQueue) Cancel(context.Context, string) error { return nil }
@@ -31,11 +33,17 @@ func (q *fakeQueue) Ping(context.Context) error           { return nil }
 
 // fakeHosts says which runners are alive.
 type fakeHosts struct {
-	mu   sync.Mutex
-	dead map[string]bool
+	mu     sync.Mutex
+	dead   map[string]bool
+	checks int // calls of Alive
 }
 
-func (h *fakeHosts) Alive(context.Context, string) (bool, error) { return true, nil }
+func (h *fakeHosts) Alive(context.Context, string) (bool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.checks++
+	return true, nil
+}
 func (h *fakeHosts) RunnerAlive(_ context.Context, r string) (bool, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -219,5 +227,47 @@ func TestTooManyAttemptsIsInterrupted(t *testing.T) {
 	}
 	if n := len(f.scripted.Requests()); n != 0 {
 		t.Fatalf("agent calls = %d, want 0", n)
+	}
+}
+
+// TestSoleWorkerRoutesEveryTurnToTheSharedQueue: a turn about a session
+// whose host is alive goes on that host's queue, unless the worker is the
+// only one there can be; then it goes on the shared queue without asking
+// whether the host is alive.
+func TestSoleWorkerRoutesEveryTurnToTheSharedQueue(t *testing.T) {
+	repo := agentsessiontest.NewRepo(t, map[string]string{"a.go": "package a\n"})
+	for _, sole := range []bool{false, true} {
+		st, q, hosts := storetest.New(t), &fakeQueue{}, &fakeHosts{dead: map[string]bool{}}
+		svc, err := chat.NewService(chat.Config{WorkerID: "w1", SoleWorker: sole}, chat.Deps{
+			Store: st, Queue: q, Hosts: hosts, Backends: []chat.Backend{scripted.New("")}, Masker: mask.New(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		if _, _, err := svc.RegisterRepository(ctx, repo.Repository("acme/a")); err != nil {
+			t.Fatal(err)
+		}
+		rev := chat.Review{PR: 1, HeadSHA: repo.Head(), Backend: "scripted", SessionID: "s1", SessionHost: "w1"}
+		if _, err := svc.RecordReview(ctx, "acme/a", rev); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := svc.Ask(ctx, "acme/a", 1, 0, chat.Ask{Question: "Why?"}); err != nil {
+			t.Fatal(err)
+		}
+		turns, err := st.PendingTurns(ctx)
+		if err != nil || len(turns) != 1 {
+			t.Fatalf("pending turns = %v, %v", turns, err)
+		}
+		want, wantChecks := "w1", 1
+		if sole {
+			want, wantChecks = "", 0
+		}
+		if len(q.hosts) != 1 || q.hosts[0] != want || turns[0].Queue != want {
+			t.Errorf("sole=%v: enqueued on %q, turn's queue %q; want %q", sole, q.hosts, turns[0].Queue, want)
+		}
+		if hosts.checks != wantChecks {
+			t.Errorf("sole=%v: %d liveness checks, want %d", sole, hosts.checks, wantChecks)
+		}
 	}
 }

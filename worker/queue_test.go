@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -87,6 +88,29 @@ func TestHostQueuesRunOnTheirHost(t *testing.T) {
 		if w, ok := want[c.turnID]; ok && c.runner != w {
 			t.Errorf("turn %s ran on %s, want %s", c.turnID, c.runner, w)
 		}
+	}
+}
+
+// TestSoleWorkerConsumesTheSharedQueueAlone: a sole worker runs the shared
+// queue's jobs and leaves its host queue alone (chat routes nothing there).
+func TestSoleWorkerConsumesTheSharedQueueAlone(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	rec := newRecorder(nil)
+	e.startServer(t, "solo", rec, func(c *ServerConfig) { c.SoleWorker = true })
+	if err := e.queue.Enqueue(t.Context(), "pinned-turn", "solo"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.queue.Enqueue(t.Context(), "shared-turn", ""); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the shared turn runs", func() bool { return rec.count("shared-turn") == 1 })
+	time.Sleep(100 * time.Millisecond) // ten polls and more
+	if n := rec.count("pinned-turn"); n != 0 {
+		t.Errorf("the host queue's turn ran %d times on a sole worker", n)
+	}
+	if got, want := e.where(t, "pinned-turn"), []string{"pinned-turn@host:solo:pending"}; !slices.Equal(got, want) {
+		t.Errorf("pinned turn's jobs = %v, want %v", got, want)
 	}
 }
 

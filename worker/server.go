@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,6 +25,12 @@ type TurnRunner interface {
 	Run(ctx context.Context, turnID, runner string) error
 }
 
+// DefaultTaskCheckInterval is the idle poll interval of a worker. asynq
+// cannot be woken by an enqueue, so the wait of a turn that arrives at an
+// idle worker is up to one and a half of it; 5ms keeps prchat's own part of
+// a turn under 10ms at one or two Redis script calls per poll.
+const DefaultTaskCheckInterval = 5 * time.Millisecond
+
 // ServerConfig configures a Server.
 type ServerConfig struct {
 	// Identity is the worker run: its ID names the host queue consumed
@@ -31,9 +39,15 @@ type ServerConfig struct {
 	// Concurrency is how many turns run at once. Default 4.
 	Concurrency int
 	// TaskCheckInterval is how long an idle worker waits before looking for
-	// new jobs again (asynq sleeps between a half and one and a half of it).
-	// Default 10ms, so a turn starts within milliseconds.
+	// new jobs again (asynq sleeps between a half and one and a half of it,
+	// and cannot be woken by an enqueue). Default 5ms, so a turn starts
+	// within milliseconds; every idle poll is one Redis script call per
+	// queue consumed.
 	TaskCheckInterval time.Duration
+	// SoleWorker consumes the shared queue alone, for the only worker on
+	// its Redis (prchat serve's embedded one), to which chat routes no turn
+	// by host: one queue is one script call less per poll and per job.
+	SoleWorker bool
 	// DelayedTaskCheckInterval is how often jobs waiting for a retry are
 	// made ready. Default 500ms.
 	DelayedTaskCheckInterval time.Duration
@@ -54,7 +68,7 @@ type ServerConfig struct {
 
 func (c ServerConfig) withDefaults() ServerConfig {
 	c.Concurrency = cmp.Or(c.Concurrency, 4)
-	c.TaskCheckInterval = cmp.Or(c.TaskCheckInterval, 10*time.Millisecond)
+	c.TaskCheckInterval = cmp.Or(c.TaskCheckInterval, DefaultTaskCheckInterval)
 	c.DelayedTaskCheckInterval = cmp.Or(c.DelayedTaskCheckInterval, 500*time.Millisecond)
 	c.RetryDelay = cmp.Or(c.RetryDelay, 500*time.Millisecond)
 	c.MaxRetryDelay = cmp.Or(c.MaxRetryDelay, 2*time.Second)
@@ -122,6 +136,16 @@ func NewServer(rdb redis.UniversalClient, runner TurnRunner, cfg ServerConfig) (
 // Runner is the runner id the Server passes to the TurnRunner.
 func (s *Server) Runner() string { return s.cfg.Identity.Runner() }
 
+// queues are the asynq queues the server consumes with their priorities:
+// its host queue before the shared one, or the shared one alone for a
+// sole worker.
+func (s *Server) queues() map[string]int {
+	if s.cfg.SoleWorker {
+		return map[string]int{SharedQueue: 1}
+	}
+	return map[string]int{HostQueue(s.cfg.Identity.ID): 2, SharedQueue: 1}
+}
+
 // Start starts taking jobs. Handlers run under a context that keeps ctx's
 // values but not its cancellation; when ctx ends, the Server stops as if
 // Stop were called.
@@ -141,14 +165,11 @@ func (s *Server) Start(ctx context.Context) error {
 		TaskCheckInterval:        s.cfg.TaskCheckInterval,
 		DelayedTaskCheckInterval: s.cfg.DelayedTaskCheckInterval,
 		RetryDelayFunc:           s.retryDelay,
-		Queues: map[string]int{
-			HostQueue(s.cfg.Identity.ID): 2,
-			SharedQueue:                  1,
-		},
-		StrictPriority:  true,
-		ShutdownTimeout: s.cfg.ShutdownTimeout,
-		Logger:          asynqLogger{s.log.With(slog.String("component", "asynq"))},
-		LogLevel:        asynqLevel(s.log),
+		Queues:                   s.queues(),
+		StrictPriority:           true,
+		ShutdownTimeout:          s.cfg.ShutdownTimeout,
+		Logger:                   asynqLogger{s.log.With(slog.String("component", "asynq"))},
+		LogLevel:                 asynqLevel(s.log),
 		HealthCheckFunc: func(err error) {
 			if err != nil {
 				s.log.Warn("redis health check failed", slog.Any("err", err))
@@ -171,7 +192,8 @@ func (s *Server) Start(ctx context.Context) error {
 	}()
 	s.log.InfoContext(ctx, "worker server started",
 		slog.String("runner", s.Runner()), slog.Int("concurrency", s.cfg.Concurrency),
-		slog.String("host_queue", HostQueue(s.cfg.Identity.ID)))
+		slog.Any("queues", slices.Sorted(maps.Keys(s.queues()))),
+		slog.Duration("poll_interval", s.cfg.TaskCheckInterval))
 	return nil
 }
 

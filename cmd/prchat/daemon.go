@@ -223,6 +223,9 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 		DefaultBackend:  cfg.DefaultBackend,
 		Providers:       cfg.providers(),
 		DefaultProvider: "openai",
+		// The embedded Redis lives in this process: no other worker can
+		// take a turn, so none is routed to a host.
+		SoleWorker: d.embedded != nil,
 	}, deps); err != nil {
 		return nil, err
 	}
@@ -236,7 +239,13 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 		if err = d.heartbeat.Start(ctx); err != nil {
 			return nil, err
 		}
-		if d.server, err = worker.NewServer(d.rdb, d.svc, worker.ServerConfig{Identity: id, Concurrency: cfg.Concurrency, Logger: log}); err != nil {
+		if d.server, err = worker.NewServer(d.rdb, d.svc, worker.ServerConfig{
+			Identity:          id,
+			Concurrency:       cfg.Concurrency,
+			TaskCheckInterval: cfg.PollInterval,
+			SoleWorker:        d.embedded != nil,
+			Logger:            log,
+		}); err != nil {
 			return nil, err
 		}
 		if err = d.server.Start(ctx); err != nil {
