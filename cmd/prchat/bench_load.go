@@ -51,8 +51,11 @@ func newLoadClient(conns int) *http.Client {
 // runLoad runs op in n concurrent loops for warm + dur and returns the
 // operations that completed in the dur window after the warm-up. Loops
 // start no operation after the window; one still running gets loadGrace
-// to end.
-func runLoad(ctx context.Context, n int, warm, dur time.Duration, op func(ctx context.Context) error) loadResult {
+// to end. With pace > 0 each loop starts an operation every pace (the
+// loops spread evenly over it) instead of right after the last one, and an
+// operation's latency counts from the time it was due, so that a daemon
+// that falls behind is not spared the wait of the operations it delayed.
+func runLoad(ctx context.Context, n int, warm, dur, pace time.Duration, op func(ctx context.Context) error) loadResult {
 	start := time.Now()
 	from, until := start.Add(warm), start.Add(warm+dur)
 	opCtx, cancel := context.WithDeadline(ctx, until.Add(loadGrace))
@@ -66,9 +69,16 @@ func runLoad(ctx context.Context, n int, warm, dur time.Duration, op func(ctx co
 	var wg sync.WaitGroup
 	for i := range loops {
 		l := &loops[i]
+		due := start.Add(pace * time.Duration(i) / time.Duration(n))
 		wg.Go(func() {
 			for ctx.Err() == nil && time.Now().Before(until) {
 				t0 := time.Now()
+				if pace > 0 {
+					if wait := time.Until(due); wait > 0 {
+						time.Sleep(wait)
+					}
+					t0, due = due, due.Add(pace)
+				}
 				err := op(opCtx)
 				t1 := time.Now()
 				if t1.Before(from) || t1.After(until) {

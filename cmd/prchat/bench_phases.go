@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"runtime/pprof"
@@ -127,7 +128,9 @@ func (b *bencher) drainLimit() time.Duration { return max(2*time.Minute, 10*b.cf
 // warmup is the unmeasured start of a load of duration d.
 func warmup(d time.Duration) time.Duration { return min(time.Second, d/5) }
 
-// idleMemory measures the serve daemon's RSS once it settled after start.
+// idleMemory measures the serve daemon's RSS once it settled after start,
+// then the CPU it uses while nothing is asked (the worker's idle polls of
+// Redis, heartbeats, the reconciler) over as long again.
 func (b *bencher) idleMemory(ctx context.Context, serve *benchDaemon) {
 	select {
 	case <-ctx.Done():
@@ -142,6 +145,21 @@ func (b *bencher) idleMemory(ctx context.Context, serve *benchDaemon) {
 		return
 	}
 	b.rep.add("memory P7", what, mb(rss), "< 60 MB", verdict(rss < 60<<20))
+
+	cpu0, err := serve.cpu()
+	t0 := time.Now()
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(b.cfg.settle):
+	}
+	cpu1, err1 := serve.cpu()
+	if err = cmp.Or(err, err1); err != nil {
+		b.rep.note("idle CPU: " + err.Error())
+		return
+	}
+	perSecond := time.Duration(float64(cpu1-cpu0) / time.Since(t0).Seconds())
+	b.rep.add("memory P7", fmt.Sprintf("  idle serve CPU, per second (over %s)", b.cfg.settle), ms(perSecond), "", "")
 }
 
 // intake measures the floor and the HTTP intake of the serve daemon in
@@ -186,13 +204,13 @@ func (b *bencher) intakeOn(ctx context.Context, d *benchDaemon, label string, wo
 	for range rounds {
 		var r loadResult
 		pprof.Do(ctx, pprof.Labels("part", "floor"), func(ctx context.Context) {
-			r = runLoad(ctx, b.cfg.Clients, warmup(slice), slice, f.ask)
+			r = runLoad(ctx, b.cfg.Clients, warmup(slice), slice, 0, f.ask)
 		})
 		fl = fl.add(r)
 		if err := f.dropJobs(); err != nil {
 			return err
 		}
-		in = in.add(runLoad(ctx, b.cfg.Clients, warmup(slice), slice, func(ctx context.Context) error {
+		in = in.add(runLoad(ctx, b.cfg.Clients, warmup(slice), slice, 0, func(ctx context.Context) error {
 			_, err := b.ask(ctx, d.url, body, false)
 			return err
 		}))
@@ -209,6 +227,24 @@ func (b *bencher) intakeOn(ctx context.Context, d *benchDaemon, label string, wo
 	b.noteErrors("floor (beside "+label+")", fl)
 	b.noteErrors("intake ("+label+")", in)
 
+	// The same clients at half the floor's rate: the latency of an intake
+	// that keeps up, where the closed loops above measure a saturated one.
+	var paced loadResult
+	pacedRate := fl.perSecond() / 2
+	if pacedRate > 0 {
+		pace := time.Duration(float64(b.cfg.Clients) / pacedRate * float64(time.Second))
+		paced = runLoad(ctx, b.cfg.Clients, warmup(slice), slice, pace, func(ctx context.Context) error {
+			_, err := b.ask(ctx, d.url, body, false)
+			return err
+		})
+		b.noteErrors("intake at half the floor's rate ("+label+")", paced)
+		if worker {
+			if _, _, err := b.drain(ctx, b.drainLimit()); err != nil {
+				return fmt.Errorf("intake: wait for the asked turns: %w", err)
+			}
+		}
+	}
+
 	ratio := 0.0
 	if fl.perSecond() > 0 {
 		ratio = in.perSecond() / fl.perSecond()
@@ -219,6 +255,9 @@ func (b *bencher) intakeOn(ctx context.Context, d *benchDaemon, label string, wo
 	b.rep.add("intake P1", "asks/s accepted, "+clients+" HTTP clients, "+label, rate(in.perSecond()), "", "")
 	b.rep.add("intake P1", "  ratio to the floor", fmt.Sprintf("%.2f", ratio), "≥ 0.70", verdict(ratio >= 0.7))
 	b.rep.add("intake P1", "  latency p50 / p99", in.lat.p50p99(), "p99 < 25 ms", verdict(len(in.lat) > 0 && in.lat.percentile(99) < 25*time.Millisecond))
+	if len(paced.lat) > 0 {
+		b.rep.add("intake P1", fmt.Sprintf("  latency p50 / p99 at half the floor's rate (%s asks/s paced)", rate(pacedRate)), paced.lat.p50p99(), "", "")
+	}
 	if drainTime > 0 && drained > 0 {
 		b.rep.add("intake P1", "  backlog worked off between rounds, turns/s", rate(float64(drained)/drainTime.Seconds()), "", "")
 	}
@@ -347,7 +386,7 @@ func (b *bencher) throughput(ctx context.Context, label string, api *benchDaemon
 		cpuUntil = cpuTimes(daemons)
 		atUntil, err = b.settled(ctx)
 	}()
-	asks := runLoad(ctx, b.cfg.Clients, warm, dur, func(ctx context.Context) error {
+	asks := runLoad(ctx, b.cfg.Clients, warm, dur, 0, func(ctx context.Context) error {
 		for pending.Load() >= backlog {
 			select {
 			case <-ctx.Done():
