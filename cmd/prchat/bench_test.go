@@ -51,12 +51,14 @@ func TestBench(t *testing.T) {
 	figure := regexp.MustCompile(`^\d+(\.\d+)?( ms| MB| KB)?( / \d+(\.\d+)? ms)?$`)
 	for _, want := range []struct{ section, measure string }{
 		{"memory P7", "idle serve RSS"},
+		{"memory P7", "idle serve CPU"},
 		{"memory P7", "peak serve RSS under load"},
 		{"floor", "asks/s"},
 		{"floor", "latency p50 / p99"},
 		{"intake P1", "asks/s accepted"},
 		{"intake P1", "ratio to the floor"},
 		{"intake P1", "latency p50 / p99"},
+		{"intake P1", "latency p50 / p99 at half the floor's rate"},
 		{"overhead P2", "POST → done over SSE"},
 		{"throughput P3", "turns/s settled, 1 serve"},
 		{"events", "10 subscribers on 1 turn: delivery p50 / p99"},
@@ -113,5 +115,24 @@ func TestBenchFlags(t *testing.T) {
 		if !errors.As(err, &usage) {
 			t.Errorf("parseBenchArgs(%q) = %v, want a usage error", args, err)
 		}
+	}
+}
+
+// TestRunLoadPaced: paced loops start an operation every pace, and an
+// operation that starts late counts its wait in its latency.
+func TestRunLoadPaced(t *testing.T) {
+	t.Parallel()
+	quick := runLoad(t.Context(), 4, 0, 400*time.Millisecond, 20*time.Millisecond, func(context.Context) error { return nil })
+	if quick.ops < 60 || quick.ops > 84 {
+		t.Errorf("4 loops paced at 20ms ran %d operations in 400ms, want about 80", quick.ops)
+	}
+	// One loop whose operation takes 30ms, due every 10ms: each starts
+	// later than the last, and its latency says so.
+	slow := runLoad(t.Context(), 1, 0, 300*time.Millisecond, 10*time.Millisecond, func(context.Context) error {
+		time.Sleep(30 * time.Millisecond)
+		return nil
+	})
+	if n := len(slow.lat); n < 5 || slow.lat[n-1] < 100*time.Millisecond {
+		t.Errorf("paced latencies of an operation slower than the pace = %v, want the last over 100ms", slow.lat)
 	}
 }
