@@ -4,8 +4,6 @@ go 1.26.8
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
-	github.com/glebarez/go-sqlite v1.21.2
-	github.com/glebarez/sqlite v1.11.0
 	github.com/google/go-cmp v0.7.0
 	github.com/google/uuid v1.6.0
 	github.com/hibiken/asynq v0.26.0

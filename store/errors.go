@@ -4,8 +4,8 @@ import (
 	"errors"
 	"strings"
 
-	gosqlite "github.com/glebarez/go-sqlite"
 	"github.com/jackc/pgx/v5/pgconn"
+	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
@@ -36,7 +36,7 @@ func violates(err error, k uniqueKey) bool {
 	if errors.As(err, &pgErr) {
 		return pgErr.Code == "23505" && pgErr.ConstraintName == k.name
 	}
-	var liteErr *gosqlite.Error
+	var liteErr *sqlite.Error
 	if errors.As(err, &liteErr) {
 		if liteErr.Code() != sqlite3.SQLITE_CONSTRAINT_UNIQUE && liteErr.Code() != sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY {
 			return false
@@ -69,7 +69,7 @@ func violatesForeignKey(err error) bool {
 	if errors.As(err, &pgErr) {
 		return pgErr.Code == "23503"
 	}
-	var liteErr *gosqlite.Error
+	var liteErr *sqlite.Error
 	if errors.As(err, &liteErr) {
 		return liteErr.Code() == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
 	}

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/glebarez/sqlite"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/driver/postgres"
@@ -145,7 +144,8 @@ func (s *Store) openSQLite(ctx context.Context, cfg Config) error {
 		w.Add("_pragma", p)
 	}
 	w.Set("_txlock", "immediate")
-	wpool, err := sql.Open("sqlite", cfg.SQLitePath+"?"+w.Encode())
+	w.Set("_time_format", "sqlite")
+	wpool, err := openSQLitePool(cfg.SQLitePath + "?" + w.Encode())
 	if err != nil {
 		return fmt.Errorf("open sqlite %s: %w", cfg.SQLitePath, err)
 	}
@@ -163,7 +163,8 @@ func (s *Store) openSQLite(ctx context.Context, cfg Config) error {
 	for _, p := range []string{busy, "foreign_keys(1)", "query_only(1)"} {
 		r.Add("_pragma", p)
 	}
-	rpool, err := sql.Open("sqlite", cfg.SQLitePath+"?"+r.Encode())
+	r.Set("_time_format", "sqlite")
+	rpool, err := openSQLitePool(cfg.SQLitePath + "?" + r.Encode())
 	if err != nil {
 		return fmt.Errorf("open sqlite %s: %w", cfg.SQLitePath, err)
 	}
@@ -175,10 +176,10 @@ func (s *Store) openSQLite(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("open sqlite %s for reading: %w", cfg.SQLitePath, err)
 	}
 
-	if s.write, err = gorm.Open(sqlite.Dialector{Conn: wpool}, gormConfig()); err != nil {
+	if s.write, err = gorm.Open(sqliteDialect{pool: wpool}, gormConfig()); err != nil {
 		return fmt.Errorf("open gorm on sqlite: %w", err)
 	}
-	if s.read, err = gorm.Open(sqlite.Dialector{Conn: rpool}, gormConfig()); err != nil {
+	if s.read, err = gorm.Open(sqliteDialect{pool: rpool}, gormConfig()); err != nil {
 		return fmt.Errorf("open gorm on sqlite: %w", err)
 	}
 	return nil
