@@ -59,7 +59,7 @@ func (s *Store) CreateConversation(ctx context.Context, c *chat.Conversation, t 
 		var about []conversationWithReview
 		if err := tx.Raw(`SELECT rp.name AS repository, rv.pr AS pr, rv.version AS review_version
 FROM reviews rv JOIN repositories rp ON rp.id = rv.repository_id WHERE rv.id = ?`, nc.ReviewID).
-			Scan(&about).Error; err != nil {
+			Find(&about).Error; err != nil {
 			return err
 		}
 		if len(about) == 0 {
@@ -138,7 +138,7 @@ JOIN repositories rp ON rp.id = rv.repository_id `
 // ConversationHead returns a conversation without its turns.
 func (s *Store) ConversationHead(ctx context.Context, id string) (chat.Conversation, error) {
 	var rows []conversationWithReview
-	if err := s.read.WithContext(ctx).Raw(selectConversations+`WHERE c.id = ?`, id).Scan(&rows).Error; err != nil {
+	if err := s.read.WithContext(ctx).Raw(selectConversations+`WHERE c.id = ?`, id).Find(&rows).Error; err != nil {
 		return chat.Conversation{}, fmt.Errorf("get conversation %s: %w", id, err)
 	}
 	if len(rows) == 0 {

@@ -129,9 +129,12 @@ func (s *Store) ClaimTurn(ctx context.Context, id, runner string, allow func(cha
 // extra condition cond (with its arguments). ok reports whether it did.
 func (s *Store) claim(ctx context.Context, id, runner, cond string, args ...any) (t chat.Turn, ok bool, err error) {
 	var rows []turnRow
+	// Raw(...).Find rather than .Scan on the paths every turn takes: gorm's
+	// Scan renders the statement with its values for a trace logger on every
+	// call, even one that discards it.
 	err = s.write.WithContext(ctx).Raw(`UPDATE turns
 SET state = 'running', fence = fence + 1, runner = ?, started_at = COALESCE(started_at, ?)
-WHERE id = ? AND `+pending+cond+` RETURNING *`, append([]any{runner, now(), id}, args...)...).Scan(&rows).Error
+WHERE id = ? AND `+pending+cond+` RETURNING *`, append([]any{runner, now(), id}, args...)...).Find(&rows).Error
 	if err != nil {
 		return chat.Turn{}, false, fmt.Errorf("claim turn %s: %w", id, err)
 	}
@@ -236,7 +239,7 @@ WHERE id = ? AND fence = ? AND state = 'running'
 RETURNING conversation_id`,
 			string(o.State), string(o.Reason), answer, o.Note, o.Backend, o.Model, string(o.Session),
 			u.InputTokens, u.OutputTokens, u.Calls, u.Repairs, u.CostUSD, u.CostReason,
-			at, maxSeq, maxSeq, turnID, fence).Scan(&conv).Error; err != nil {
+			at, maxSeq, maxSeq, turnID, fence).Find(&conv).Error; err != nil {
 			return err
 		}
 		if len(conv) == 0 {
