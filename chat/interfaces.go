@@ -153,8 +153,10 @@ type Hosts interface {
 // (through Redis streams in production). Optional: without one, clients
 // read the stored transcript.
 type Publisher interface {
-	// Publish delivers a turn's events, already stored, in order.
-	Publish(ctx context.Context, turnID string, events []Event) error
+	// Publish delivers a turn's events, already stored, in order, and the
+	// turn's state changes to its repository's feed (feed may be empty), in
+	// one round trip.
+	Publish(ctx context.Context, turnID string, events []Event, feed []FeedEvent) error
 	// PublishFeed delivers a turn's state change to the repository's feed.
 	PublishFeed(ctx context.Context, repo string, e FeedEvent) error
 }

@@ -78,6 +78,7 @@ type run struct {
 	seq     int64
 	mu      sync.Mutex // guards what follows, up to repo
 	pending []Event
+	feed    []FeedEvent // the feed's news of the turn, sent with the next events
 	fenced  bool
 	text    *mask.Stream // masks the text deltas of the current stretch
 	timer   *time.Timer  // stores batched text deltas
@@ -266,7 +267,10 @@ func (r *run) plan(ctx context.Context) (*plan, error) {
 		return nil, fmt.Errorf("load repository: %w", err)
 	}
 	r.repo, r.pr = rev.Repository, rev.PR
-	s.feed(ctx, r.repo, r.pr, r.turn, StateRunning, "")
+	// The feed hears of the run with its first published events.
+	r.mu.Lock()
+	r.feed = append(r.feed, s.feedEvent(r.repo, r.pr, r.turn, StateRunning, ""))
+	r.mu.Unlock()
 	p := &plan{
 		name:   cmp.Or(r.turn.Backend, conv.Backend, s.cfg.DefaultBackend),
 		model:  cmp.Or(r.turn.Model, conv.Model),
@@ -391,10 +395,11 @@ func (r *run) finish(ctx context.Context, o Outcome) error {
 	if err != nil {
 		return fmt.Errorf("finish turn %s: %w", r.turn.ID, err)
 	}
-	s.publish(ctx, r.turn.ID, o.Events)
+	feed := r.takeFeed()
 	if r.repo != "" {
-		s.feed(ctx, r.repo, r.pr, r.turn, o.State, o.Reason)
+		feed = append(feed, s.feedEvent(r.repo, r.pr, r.turn, o.State, o.Reason))
 	}
+	s.publish(ctx, r.turn.ID, o.Events, feed...)
 	if s.observer != nil {
 		s.observer.TurnSettled(TurnStats{
 			Backend: o.Backend, State: o.State, Reason: o.Reason, Session: o.Session,
@@ -526,7 +531,18 @@ func (r *run) flushLocked(ctx context.Context) {
 		r.s.log.WarnContext(ctx, "store events", slog.String("turn", r.turn.ID), slog.Any("err", err))
 		return
 	}
-	r.s.publish(ctx, r.turn.ID, evs)
+	feed := r.feed
+	r.feed = nil
+	r.s.publish(ctx, r.turn.ID, evs, feed...)
+}
+
+// takeFeed returns the feed events not yet published.
+func (r *run) takeFeed() []FeedEvent {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	feed := r.feed
+	r.feed = nil
+	return feed
 }
 
 // maskJSON masks the string values of a JSON document.

@@ -531,23 +531,29 @@ func (s *Service) Settle(ctx context.Context, turnID string, state State, reason
 	if err := s.store.AppendEvents(ctx, turnID, t.Fence, evs); err != nil {
 		return fmt.Errorf("settle turn %s: store events: %w", turnID, err)
 	}
-	s.publish(ctx, turnID, evs)
+	var feed []FeedEvent
 	if s.publisher != nil {
 		if c, err := s.store.ConversationHead(ctx, t.ConversationID); err == nil {
-			s.feed(ctx, c.Repository, c.PR, t, state, reason)
+			feed = append(feed, s.feedEvent(c.Repository, c.PR, t, state, reason))
 		}
 	}
+	s.publish(ctx, turnID, evs, feed...)
 	s.log.InfoContext(ctx, "turn settled", slog.String("turn", turnID), slog.String("state", string(state)), slog.String("reason", string(reason)))
 	return nil
 }
 
-func (s *Service) publish(ctx context.Context, turnID string, evs []Event) {
-	if s.publisher == nil || len(evs) == 0 {
+func (s *Service) publish(ctx context.Context, turnID string, evs []Event, feed ...FeedEvent) {
+	if s.publisher == nil || len(evs)+len(feed) == 0 {
 		return
 	}
-	if err := s.publisher.Publish(ctx, turnID, evs); err != nil {
+	if err := s.publisher.Publish(ctx, turnID, evs, feed); err != nil {
 		s.log.WarnContext(ctx, "publish events", slog.String("turn", turnID), slog.Any("err", err))
 	}
+}
+
+// feedEvent is a turn's state change for its repository's feed.
+func (s *Service) feedEvent(repo string, pr int, t Turn, state State, reason Reason) FeedEvent {
+	return FeedEvent{Type: "turn", Repository: repo, PR: pr, ConversationID: t.ConversationID, Turn: t.Number, State: state, Reason: reason, At: s.now()}
 }
 
 // feed publishes a turn's state change to its repository's feed.
@@ -555,8 +561,7 @@ func (s *Service) feed(ctx context.Context, repo string, pr int, t Turn, state S
 	if s.publisher == nil {
 		return
 	}
-	e := FeedEvent{Type: "turn", Repository: repo, PR: pr, ConversationID: t.ConversationID, Turn: t.Number, State: state, Reason: reason, At: s.now()}
-	if err := s.publisher.PublishFeed(ctx, repo, e); err != nil {
+	if err := s.publisher.PublishFeed(ctx, repo, s.feedEvent(repo, pr, t, state, reason)); err != nil {
 		s.log.WarnContext(ctx, "publish feed event", slog.String("turn", t.ID), slog.Any("err", err))
 	}
 }

@@ -97,25 +97,33 @@ func NewEvents(rdb redis.UniversalClient, cfg EventsConfig) *Events {
 func turnKey(turnID string) string { return "prchat:events:" + turnID }
 func feedKey(repo string) string   { return "prchat:feed:" + repo }
 
-// Publish adds a turn's events to its stream.
-func (e *Events) Publish(ctx context.Context, turnID string, events []chat.Event) error {
-	if len(events) == 0 {
+// Publish adds a turn's events to its stream and feed events to their
+// repositories' feeds, in one pipeline.
+func (e *Events) Publish(ctx context.Context, turnID string, events []chat.Event, feed []chat.FeedEvent) error {
+	if len(events)+len(feed) == 0 {
 		return nil
 	}
-	key := turnKey(turnID)
-	ttl := e.cfg.TTL
 	pipe := e.rdb.Pipeline()
-	for _, ev := range events {
-		data, err := json.Marshal(ev)
-		if err != nil {
-			return fmt.Errorf("publish events of turn %s: %w", turnID, err)
+	if len(events) > 0 {
+		key := turnKey(turnID)
+		ttl := e.cfg.TTL
+		for _, ev := range events {
+			data, err := json.Marshal(ev)
+			if err != nil {
+				return fmt.Errorf("publish events of turn %s: %w", turnID, err)
+			}
+			pipe.XAdd(ctx, &redis.XAddArgs{Stream: key, ID: strconv.FormatInt(ev.Seq, 10) + "-1", MaxLen: e.cfg.MaxLen, Approx: true, Values: []any{"e", data}})
+			if ev.Final() {
+				ttl = e.cfg.SettledTTL
+			}
 		}
-		pipe.XAdd(ctx, &redis.XAddArgs{Stream: key, ID: strconv.FormatInt(ev.Seq, 10) + "-1", MaxLen: e.cfg.MaxLen, Approx: true, Values: []any{"e", data}})
-		if ev.Final() {
-			ttl = e.cfg.SettledTTL
+		pipe.Expire(ctx, key, ttl)
+	}
+	for _, fe := range feed {
+		if err := e.addFeed(ctx, pipe, fe); err != nil {
+			return err
 		}
 	}
-	pipe.Expire(ctx, key, ttl)
 	cmds, err := pipe.Exec(ctx)
 	if err != nil {
 		// An id at or below the stream's last one means another run already
@@ -131,17 +139,25 @@ func (e *Events) Publish(ctx context.Context, turnID string, events []chat.Event
 
 // PublishFeed adds a state change to the repository's feed.
 func (e *Events) PublishFeed(ctx context.Context, repo string, fe chat.FeedEvent) error {
-	data, err := json.Marshal(fe)
-	if err != nil {
-		return fmt.Errorf("publish feed of %s: %w", repo, err)
-	}
-	key := feedKey(repo)
 	pipe := e.rdb.Pipeline()
-	pipe.XAdd(ctx, &redis.XAddArgs{Stream: key, MaxLen: e.cfg.FeedMaxLen, Approx: true, Values: []any{"e", data}})
-	pipe.Expire(ctx, key, e.cfg.TTL)
+	if err := e.addFeed(ctx, pipe, fe); err != nil {
+		return err
+	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("publish feed of %s: %w", repo, err)
 	}
+	return nil
+}
+
+// addFeed queues a feed event on pipe.
+func (e *Events) addFeed(ctx context.Context, pipe redis.Pipeliner, fe chat.FeedEvent) error {
+	data, err := json.Marshal(fe)
+	if err != nil {
+		return fmt.Errorf("publish feed of %s: %w", fe.Repository, err)
+	}
+	key := feedKey(fe.Repository)
+	pipe.XAdd(ctx, &redis.XAddArgs{Stream: key, MaxLen: e.cfg.FeedMaxLen, Approx: true, Values: []any{"e", data}})
+	pipe.Expire(ctx, key, e.cfg.TTL)
 	return nil
 }
 
