@@ -1,7 +1,10 @@
 package worker
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -9,6 +12,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/alicebob/miniredis/v2/server"
+	"github.com/redis/go-redis/v9"
 )
 
 // expiryTick is how often the embedded Redis expires keys.
@@ -27,9 +31,20 @@ const expiryTick = 250 * time.Millisecond
 //
 // An idle worker's poll of an empty queue is answered without Lua: see
 // answerIdlePoll.
+//
+// Clients in the process reach it through in-memory connections (Client,
+// Dial) rather than TCP loopback, whose write and read syscalls and poller
+// wake-ups on both sides were about 40% of an idle serve's CPU. The TCP
+// listener stays for other clients (tests, `prchat bench`).
 type EmbeddedRedis struct {
 	m    *miniredis.Miniredis
+	srv  *server.Server
 	addr string
+
+	// mu orders Dial against Close, so that no connection is handed to the
+	// server once Close has begun closing the server's connections.
+	mu     sync.Mutex
+	closed bool
 
 	// otherDB is set once a client selects a database other than 0, which
 	// answerIdlePoll cannot see into; idlePolls counts the polls it answered.
@@ -47,8 +62,8 @@ func StartEmbeddedRedis() (*EmbeddedRedis, error) {
 	if err := m.StartAddr("127.0.0.1:0"); err != nil {
 		return nil, fmt.Errorf("start embedded redis: %w", err)
 	}
-	e := &EmbeddedRedis{m: m, addr: m.Addr(), stop: make(chan struct{}), done: make(chan struct{})}
-	m.Server().SetPreHook(e.answerIdlePoll)
+	e := &EmbeddedRedis{m: m, srv: m.Server(), addr: m.Addr(), stop: make(chan struct{}), done: make(chan struct{})}
+	e.srv.SetPreHook(e.answerIdlePoll)
 	go e.expire()
 	return e, nil
 }
@@ -109,9 +124,46 @@ func (e *EmbeddedRedis) URL() string { return "redis://" + e.addr + "/0" }
 // Addr is the server's host:port.
 func (e *EmbeddedRedis) Addr() string { return e.addr }
 
-// Close stops the server and drops its data. It is safe to call twice.
+// errEmbeddedClosed is Dial's error after Close.
+var errEmbeddedClosed = errors.New("embedded redis is closed")
+
+// Dial opens an in-memory connection to the server; it has the signature
+// of redis.Options.Dialer and ignores its arguments. It fails after Close.
+func (e *EmbeddedRedis) Dial(context.Context, string, string) (net.Conn, error) {
+	client, srv := newMemConns()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, errEmbeddedClosed
+	}
+	e.srv.ServeConn(srv) // the server closes srv when it is closed
+	return client, nil
+}
+
+// Client returns a client of database 0 that connects through Dial, once
+// the server answers a PING. It has the settings NewRedisClient gives the
+// server's URL. Its owner closes it, before closing e.
+func (e *EmbeddedRedis) Client(ctx context.Context) (redis.UniversalClient, error) {
+	opt, err := redis.ParseURL(e.URL())
+	if err != nil {
+		return nil, fmt.Errorf("parse embedded redis url: %w", err)
+	}
+	opt.Dialer = e.Dial
+	c := redis.NewClient(opt)
+	if err := c.Ping(ctx).Err(); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("ping embedded redis: %w", err)
+	}
+	return c, nil
+}
+
+// Close stops the server, closing its connections (in-memory ones too),
+// and drops its data. It is safe to call twice.
 func (e *EmbeddedRedis) Close() {
 	e.once.Do(func() {
+		e.mu.Lock()
+		e.closed = true
+		e.mu.Unlock()
 		close(e.stop)
 		<-e.done
 		e.m.Close()

@@ -2,10 +2,14 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // TestEmbeddedRedisExpiresKeys: keys with a TTL expire on the real clock.
@@ -43,7 +47,8 @@ func TestEmbeddedRedisExpiresKeys(t *testing.T) {
 
 // TestEmbeddedRedisAnswersIdlePolls: an idle worker's polls of its empty
 // queues are answered without running asynq's dequeue script, and jobs
-// still run at once, also on a database other than 0.
+// still run at once, also on a database other than 0. The worker on
+// database 0 connects in memory (Client), as serve's does; the other by TCP.
 func TestEmbeddedRedisAnswersIdlePolls(t *testing.T) {
 	t.Parallel()
 	for _, db := range []int{0, 3} {
@@ -52,7 +57,12 @@ func TestEmbeddedRedisAnswersIdlePolls(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(e.Close) // after the server's Stop, which is registered later
-		rdb, err := OpenRedis(t.Context(), fmt.Sprintf("redis://%s/%d", e.Addr(), db))
+		var rdb redis.UniversalClient
+		if db == 0 {
+			rdb, err = e.Client(t.Context())
+		} else {
+			rdb, err = OpenRedis(t.Context(), fmt.Sprintf("redis://%s/%d", e.Addr(), db))
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,5 +90,95 @@ func TestEmbeddedRedisAnswersIdlePolls(t *testing.T) {
 			}
 			eventually(t, 2*time.Second, "db "+strconv.Itoa(db)+": "+turn+" runs", func() bool { return rec.count(turn) == 1 })
 		}
+	}
+}
+
+// TestEmbeddedRedisClient: a client on in-memory connections runs
+// commands, a large pipeline and blocking reads, alongside a TCP client;
+// after Close its commands fail instead of hanging, and Dial fails.
+func TestEmbeddedRedisClient(t *testing.T) {
+	t.Parallel()
+	e, err := StartEmbeddedRedis()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx := t.Context()
+	rdb, err := e.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	tcp, err := OpenRedis(ctx, e.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcp.Close()
+
+	if err := rdb.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := tcp.Get(ctx, "k").Result(); got != "v" || err != nil {
+		t.Fatalf("GET over TCP: %q, %v", got, err)
+	}
+
+	// A pipeline larger than any buffer: miniredis answers its head while
+	// the client still writes its tail.
+	const n = 2000
+	value := strings.Repeat("x", 4096)
+	if _, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range n {
+			p.Set(ctx, "big:"+strconv.Itoa(i), value+strconv.Itoa(i), 0)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	cmds, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range n {
+			p.Get(ctx, "big:"+strconv.Itoa(i))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range cmds {
+		if got := c.(*redis.StringCmd).Val(); got != value+strconv.Itoa(i) {
+			t.Fatalf("GET big:%d returned %d bytes", i, len(got))
+		}
+	}
+
+	// A blocking read times out with redis.Nil, and is woken by an XADD.
+	start := time.Now()
+	err = rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{"s", "$"}, Block: 200 * time.Millisecond}).Err()
+	if !errors.Is(err, redis.Nil) {
+		t.Fatalf("XREAD BLOCK 200ms on an empty stream: %v, want redis.Nil", err)
+	}
+	if d := time.Since(start); d < 150*time.Millisecond {
+		t.Fatalf("XREAD BLOCK 200ms returned after %v", d)
+	}
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		_ = tcp.XAdd(ctx, &redis.XAddArgs{Stream: "s", Values: []string{"f", "v"}}).Err()
+	}()
+	streams, err := rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{"s", "$"}, Block: 5 * time.Second}).Result()
+	if err != nil || len(streams) != 1 || len(streams[0].Messages) != 1 {
+		t.Fatalf("XREAD BLOCK woken by XADD: %v, %v", streams, err)
+	}
+
+	e.Close()
+	if _, err := e.Dial(ctx, "tcp", e.Addr()); err == nil {
+		t.Fatal("Dial after Close succeeded")
+	}
+	done := make(chan error, 1)
+	go func() { done <- rdb.Get(ctx, "k").Err() }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("GET after Close succeeded")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("GET after Close hangs")
 	}
 }

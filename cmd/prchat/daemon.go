@@ -141,15 +141,18 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 	if d.store, err = openStore(ctx, cfg, log); err != nil {
 		return nil, err
 	}
-	redisURL := cfg.RedisURL
-	if redisURL == "" {
+	if cfg.RedisURL == "" {
 		if d.embedded, err = worker.StartEmbeddedRedis(); err != nil {
 			return nil, err
 		}
-		redisURL = d.embedded.URL()
 		log.InfoContext(ctx, "using the embedded Redis; it keeps nothing across restarts")
+		// In-memory connections: TCP loopback's syscalls were much of an
+		// idle serve's CPU.
+		d.rdb, err = d.embedded.Client(ctx)
+	} else {
+		d.rdb, err = worker.OpenRedis(ctx, cfg.RedisURL)
 	}
-	if d.rdb, err = worker.OpenRedis(ctx, redisURL); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	if d.queue, err = worker.NewQueue(d.rdb, worker.QueueConfig{
