@@ -56,9 +56,18 @@ func TestHeartbeatMakesRunnerAlive(t *testing.T) {
 	}
 
 	h.Stop()
-	if a, r := e.alive(t, "w1", id.Runner()); a || r {
-		t.Errorf("stopped: alive %v, runner alive %v; want false, false", a, r)
+	if _, r := e.alive(t, "w1", id.Runner()); r {
+		t.Error("stopped: runner alive")
 	}
+	// The worker was found alive just now: it is taken for alive a little
+	// longer, then found dead.
+	if a, _ := e.alive(t, "w1", ""); !a {
+		t.Error("stopped: not alive within seenAliveFor of being found alive")
+	}
+	eventually(t, seenAliveFor+time.Second, "the stopped worker found dead", func() bool {
+		a, _ := e.alive(t, "w1", "")
+		return !a
+	})
 	h.Stop() // twice is fine
 	if err := h.Start(t.Context()); err == nil {
 		t.Error("a stopped heartbeat started again")

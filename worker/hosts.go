@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -18,28 +20,44 @@ const heartbeatPrefix = "prchat:worker:"
 
 func heartbeatKey(id string) string { return heartbeatPrefix + id }
 
+// seenAliveFor is how long Hosts takes a worker it found alive for alive
+// without asking Redis again. Every question about a session asks whether
+// its host is alive; a worker's heartbeat outlives it by seconds anyway,
+// and the reconciler moves the jobs of a dead worker's queue.
+const seenAliveFor = time.Second
+
 // Hosts tells which workers are alive from their heartbeats (see
 // Heartbeat). It implements chat.Hosts.
 type Hosts struct {
-	rdb redis.UniversalClient
+	rdb      redis.UniversalClient
+	aliveFor time.Duration
+	seen     sync.Map // host -> time.Time it was last found alive
 }
 
 var _ chat.Hosts = (*Hosts)(nil)
 
 // NewHosts returns Hosts reading heartbeats from rdb.
-func NewHosts(rdb redis.UniversalClient) *Hosts { return &Hosts{rdb: rdb} }
+func NewHosts(rdb redis.UniversalClient) *Hosts { return &Hosts{rdb: rdb, aliveFor: seenAliveFor} }
 
-// Alive reports whether worker host sends heartbeats. An empty host is not
-// alive.
+// Alive reports whether worker host sends heartbeats (or did less than
+// seenAliveFor ago). An empty host is not alive.
 func (h *Hosts) Alive(ctx context.Context, host string) (bool, error) {
 	if host == "" {
 		return false, nil
+	}
+	if at, ok := h.seen.Load(host); ok && time.Since(at.(time.Time)) < h.aliveFor {
+		return true, nil
 	}
 	n, err := h.rdb.Exists(ctx, heartbeatKey(host)).Result()
 	if err != nil {
 		return false, fmt.Errorf("is worker %s alive: %w", host, err)
 	}
-	return n > 0, nil
+	if n == 0 {
+		h.seen.Delete(host)
+		return false, nil
+	}
+	h.seen.Store(host, time.Now())
+	return true, nil
 }
 
 // RunnerAlive reports whether runner ("<id>/<instance>") is the live run of
