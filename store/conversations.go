@@ -42,47 +42,6 @@ func insertTurn(tx *gorm.DB, t *chat.Turn) error {
 	return err
 }
 
-// CreateConversation inserts c and its first turn t (state queued) in one
-// transaction. It fills the ids, numbers and times of both, and c's
-// Repository, PR and ReviewVersion from its review. The review is
-// c.ReviewID; a missing one is CodeNoReview.
-func (s *Store) CreateConversation(ctx context.Context, c *chat.Conversation, t *chat.Turn) error {
-	nc := *c
-	nc.ID = cmp.Or(nc.ID, uuid.NewString())
-	nc.CreatedAt = stamp(nc.CreatedAt)
-	nc.UpdatedAt = nc.CreatedAt
-	nc.Turns = nil
-	nt := newQueuedTurn(t, nc.ID)
-	nt.Number = 1
-
-	err := s.write.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var about []conversationWithReview
-		if err := tx.Raw(`SELECT rp.name AS repository, rv.pr AS pr, rv.version AS review_version
-FROM reviews rv JOIN repositories rp ON rp.id = rv.repository_id WHERE rv.id = ?`, nc.ReviewID).
-			Find(&about).Error; err != nil {
-			return err
-		}
-		if len(about) == 0 {
-			return chat.Errorf(chat.CodeNoReview, "no review with id %d", nc.ReviewID)
-		}
-		nc.Repository, nc.PR, nc.ReviewVersion = about[0].Repository, about[0].PR, about[0].ReviewVersion
-		row := newConversationRow(&nc)
-		if err := tx.Create(&row).Error; err != nil {
-			return err
-		}
-		return insertTurn(tx, &nt)
-	})
-	if err != nil {
-		var e *chat.Error
-		if errors.As(err, &e) {
-			return e
-		}
-		return fmt.Errorf("create conversation on review %d: %w", c.ReviewID, err)
-	}
-	*c, *t = nc, nt
-	return nil
-}
-
 // AddTurn inserts t as the next turn (state queued) of conversation
 // t.ConversationID and fills its id, number and times. A conversation with a
 // queued or running turn refuses it with CodeBusy; a missing one is

@@ -53,6 +53,10 @@ type Config struct {
 	// Logger receives the store's own logs (applied migrations). gorm's
 	// statement log is off. Default: discard.
 	Logger *slog.Logger
+	// CommitEachAsk commits every new conversation in a transaction of its
+	// own instead of with those asked for at the same time (see
+	// CreateConversation): the bench's floor.
+	CommitEachAsk bool
 }
 
 func (c Config) validate() error {
@@ -82,6 +86,7 @@ type Store struct {
 	read, write *gorm.DB
 	pools       []*sql.DB
 	log         *slog.Logger
+	asks        *askBatcher // nil with Config.CommitEachAsk
 }
 
 // Open connects to the database that cfg names. It does not apply
@@ -105,6 +110,15 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("open store: %w", err)
+	}
+	if !cfg.CommitEachAsk {
+		// SQLite writes through one connection: one writer. On Postgres a
+		// few batches commit side by side.
+		writers := 1
+		if s.dialect == dialectPostgres {
+			writers = max(1, cfg.MaxOpenConns/2)
+		}
+		s.asks = startAskBatcher(s, writers)
 	}
 	return s, nil
 }
@@ -203,6 +217,9 @@ func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 
 // Close closes the database connections. It is safe to call twice.
 func (s *Store) Close() error {
+	if s.asks != nil {
+		s.asks.close()
+	}
 	var errs []error
 	for _, p := range s.pools {
 		errs = append(errs, p.Close())

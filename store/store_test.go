@@ -1141,3 +1141,49 @@ func TestAgentSessions(t *testing.T) {
 		}
 	})
 }
+
+// TestCreateConversationsAtOnce: questions asked at the same time (which
+// share transactions) each get their own conversation with turn 1, and one
+// about a missing review fails alone.
+func TestCreateConversationsAtOnce(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		f := setup(t, s)
+		const n = 40
+		convs := make([]chat.Conversation, n)
+		turns := make([]chat.Turn, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			convs[i] = chat.Conversation{ReviewID: f.review.ID, Title: fmt.Sprint("q", i)}
+			if i == 7 {
+				convs[i].ReviewID = f.review.ID + 1000
+			}
+			turns[i] = chat.Turn{Question: fmt.Sprint("question ", i)}
+			wg.Go(func() { errs[i] = s.CreateConversation(ctx, &convs[i], &turns[i]) })
+		}
+		wg.Wait()
+		ids := map[string]bool{}
+		for i := range n {
+			if i == 7 {
+				if chat.ErrorCode(errs[i]) != chat.CodeNoReview {
+					t.Errorf("ask about a missing review: %v, want %s", errs[i], chat.CodeNoReview)
+				}
+				continue
+			}
+			if errs[i] != nil {
+				t.Fatalf("ask %d: %v", i, errs[i])
+			}
+			c, tu := convs[i], turns[i]
+			if ids[c.ID] || tu.ConversationID != c.ID || tu.Number != 1 || c.Repository != f.repo.Name || c.PR != 7 {
+				t.Errorf("ask %d: conversation %+v, turn %+v", i, c, tu)
+			}
+			ids[c.ID] = true
+			got, err := s.Conversation(ctx, c.ID)
+			if err != nil || len(got.Turns) != 1 || got.Turns[0].Question != tu.Question || got.Title != c.Title {
+				t.Errorf("ask %d stored as %+v, %v", i, got, err)
+			}
+		}
+	})
+}

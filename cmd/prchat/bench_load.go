@@ -283,7 +283,9 @@ func (b *bencher) openFloor(ctx context.Context) (_ *floor, err error) {
 			f.close()
 		}
 	}()
-	sc := store.Config{DatabaseURL: b.floorURL}
+	// One transaction per ask, as the floor is defined: the daemon's store
+	// commits the asks that arrive together in one.
+	sc := store.Config{DatabaseURL: b.floorURL, CommitEachAsk: true}
 	where := "the same Postgres (a schema of its own)"
 	if b.floorURL == "" {
 		sc.SQLitePath = filepath.Join(b.dir, "floor.db")
@@ -295,20 +297,21 @@ func (b *bencher) openFloor(ctx context.Context) (_ *floor, err error) {
 	if err = f.st.Migrate(ctx); err != nil {
 		return nil, fmt.Errorf("floor: %w", err)
 	}
-	redisURL := b.cfg.RedisURL
-	if redisURL == "" {
+	if b.cfg.RedisURL == "" {
 		if f.embedded, err = worker.StartEmbeddedRedis(); err != nil {
 			return nil, fmt.Errorf("floor: %w", err)
 		}
-		redisURL = f.embedded.URL()
+		// In memory, as serve reaches its own.
+		f.rdb, err = f.embedded.Client(ctx)
 		where += " + a miniredis of its own"
 	} else {
+		f.rdb, err = worker.OpenRedis(ctx, b.cfg.RedisURL)
 		where += " + the same Redis (a queue no worker takes)"
 	}
-	f.where = where
-	if f.rdb, err = worker.OpenRedis(ctx, redisURL); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("floor: %w", err)
 	}
+	f.where = where
 	if f.queue, err = worker.NewQueue(f.rdb, worker.QueueConfig{}); err != nil {
 		return nil, fmt.Errorf("floor: %w", err)
 	}
