@@ -135,6 +135,11 @@ type askBatcher struct {
 	stop  chan struct{}
 	wg    sync.WaitGroup
 	once  sync.Once
+
+	// mu orders submits before close: once closed is set no ask enters
+	// the queue, so the asks close drains are all there are.
+	mu     sync.RWMutex
+	closed bool
 }
 
 func startAskBatcher(s *Store, writers int) *askBatcher {
@@ -149,16 +154,23 @@ func startAskBatcher(s *Store, writers int) *askBatcher {
 // gives up (with ctx's error) only while a is still waiting for a writer:
 // once a batch holds it, its outcome is what the caller must hear.
 func (b *askBatcher) submit(a *newAsk) error {
+	b.mu.RLock()
+	if b.closed {
+		b.mu.RUnlock()
+		return errStoreClosed
+	}
 	select {
 	case b.queue <- a:
 	case <-a.ctx.Done():
+		b.mu.RUnlock()
 		return a.ctx.Err()
-	case <-b.stop:
-		return errors.New("create conversation: the store is closed")
 	}
+	b.mu.RUnlock()
 	<-a.done
 	return nil
 }
+
+var errStoreClosed = errors.New("create conversation: the store is closed")
 
 // write commits batches of what is waiting until the batcher stops.
 func (b *askBatcher) write() {
@@ -217,12 +229,15 @@ func (b *askBatcher) commit(batch []*newAsk) {
 // still queued are told the store is closed.
 func (b *askBatcher) close() {
 	b.once.Do(func() {
+		b.mu.Lock()
+		b.closed = true
+		b.mu.Unlock()
 		close(b.stop)
 		b.wg.Wait()
 		for {
 			select {
 			case a := <-b.queue:
-				a.err = errors.New("the store is closed")
+				a.err = errStoreClosed
 				close(a.done)
 			default:
 				return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/prchat/prchat/chat"
 )
@@ -62,5 +63,33 @@ func TestAskBatchFailsOneByOne(t *testing.T) {
 		default:
 			t.Errorf("ask %s not told its outcome", a.c.ID)
 		}
+	}
+}
+
+// TestAskAfterCloseFails: asking a closed store fails at once, and an ask
+// racing with Close is answered either way, never left waiting.
+func TestAskAfterCloseFails(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, Config{SQLitePath: filepath.Join(t.TempDir(), "p.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 100)
+	for range 100 {
+		go func() { done <- s.CreateConversation(ctx, &chat.Conversation{ReviewID: 1}, &chat.Turn{Question: "q"}) }()
+	}
+	_ = s.Close()
+	for range 100 {
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("an ask racing with Close was never answered")
+		}
+	}
+	if err := s.CreateConversation(ctx, &chat.Conversation{ReviewID: 1}, &chat.Turn{Question: "q"}); err == nil {
+		t.Fatal("an ask of a closed store succeeded")
 	}
 }
