@@ -20,7 +20,14 @@
 //
 // On SQLite all writes go through a single connection in WAL mode, so
 // concurrent writers queue in the connection pool instead of failing with
-// SQLITE_BUSY, while reads use a pool of read-only connections.
+// SQLITE_BUSY, while reads use a pool of read-only connections. The driver
+// is modernc's; each connection keeps the statements it ran prepared (SQLite
+// compiles a statement for longer than a turn's statements take to run),
+// and gorm speaks to it through a small dialect of the store's own.
+//
+// New conversations asked for at the same time are committed together (see
+// CreateConversation), since under load the commit, not the inserts, is
+// what an ask costs the database.
 //
 // Choices where chat.Store's contract is silent: listing the reviews or
 // conversations of a PR that has none returns an empty list, of an unknown

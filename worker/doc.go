@@ -6,7 +6,8 @@
 //
 //   - Server consumes the shared queue "turns" and the worker's own queue
 //     "host:<id>" (preferred), and hands each "turn:run" task to a TurnRunner
-//     (chat's Service) with the worker's runner id.
+//     (chat's Service) with the worker's runner id. The sole worker of an
+//     embedded Redis consumes the shared queue alone.
 //   - Heartbeat tells the other processes that this worker run is alive: a
 //     Redis key prchat:worker:<id> holding the run's instance id, with a TTL.
 //   - Reconciler compares the pending turns (the database is the source of
@@ -42,8 +43,9 @@
 //
 // # Wiring
 //
-// One go-redis client (NewRedisClient or OpenRedis; StartEmbeddedRedis when
-// no URL is configured) serves every part of a process. A worker process
+// One go-redis client (NewRedisClient or OpenRedis; with no URL configured,
+// StartEmbeddedRedis and its Client, which connects in memory) serves every
+// part of a process. A worker process
 // starts, in this order: Heartbeat (so that its runner counts as alive
 // before it claims turns), Server, Reconciler.ReconcileOnce and
 // Reconciler.Start; it stops in the reverse order, the Heartbeat last.
