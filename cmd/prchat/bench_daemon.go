@@ -81,6 +81,17 @@ func freeAddr() (string, error) {
 // heartbeat is in Redis. The serve daemon runs in this process when the
 // bench profiles.
 func (b *bencher) startDaemon(ctx context.Context, role, name string) (*benchDaemon, error) {
+	// The free port found may be taken by another process before the
+	// daemon binds it: then try another.
+	for attempt := 1; ; attempt++ {
+		d, err := b.startDaemonOnce(ctx, role, name)
+		if err == nil || attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			return d, err
+		}
+	}
+}
+
+func (b *bencher) startDaemonOnce(ctx context.Context, role, name string) (*benchDaemon, error) {
 	listen, err := freeAddr()
 	if err != nil {
 		return nil, err
