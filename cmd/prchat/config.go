@@ -89,6 +89,20 @@ func duration(p func(*Config) *time.Duration) func(*Config, string) error {
 	}
 }
 
+// durationAtLeast is duration for a setting with a lower bound.
+func durationAtLeast(least time.Duration, p func(*Config) *time.Duration) func(*Config, string) error {
+	parse := duration(p)
+	return func(c *Config, v string) error {
+		if err := parse(c, v); err != nil {
+			return err
+		}
+		if *p(c) < least {
+			return fmt.Errorf("%s is under %s", *p(c), least)
+		}
+		return nil
+	}
+}
+
 func defaultDataDir() string {
 	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
 		return filepath.Join(d, "prchat")
@@ -146,7 +160,7 @@ func settings() []setting {
 		{env: "PRCHAT_LITELLM_BASE_URL", def: "http://127.0.0.1:4000/v1", help: "LiteLLM proxy's endpoint (provider litellm)", set: str(func(c *Config) *string { return &c.LiteLLMBaseURL })},
 		{env: "PRCHAT_LITELLM_API_KEY", def: "", help: "API key (virtual key) for the litellm provider", set: str(func(c *Config) *string { return &c.LiteLLMAPIKey })},
 		{env: "PRCHAT_LITELLM_MODEL", def: "", help: "default model of the litellm provider", set: str(func(c *Config) *string { return &c.LiteLLMModel })},
-		{env: "PRCHAT_POLL_INTERVAL", def: worker.DefaultTaskCheckInterval.String(), help: "how long an idle worker waits before it looks for new turns again (each look is one Redis script call per queue)", set: duration(func(c *Config) *time.Duration { return &c.PollInterval })},
+		{env: "PRCHAT_POLL_INTERVAL", def: worker.DefaultTaskCheckInterval.String(), help: "how long an idle worker waits before it looks for new turns again (each look is one Redis script call per queue)", set: durationAtLeast(time.Millisecond, func(c *Config) *time.Duration { return &c.PollInterval })},
 		{env: "PRCHAT_RECONCILE_INTERVAL", def: "5s", help: "how often the reconciler looks for lost or stuck turns", set: duration(func(c *Config) *time.Duration { return &c.ReconcileInterval })},
 		{env: "PRCHAT_LOG_FORMAT", def: "text", help: "log format: text or json", set: str(func(c *Config) *string { return &c.LogFormat })},
 		{env: "PRCHAT_LOG_LEVEL", def: "info", help: "log level: debug, info, warn or error", set: str(func(c *Config) *string { return &c.LogLevel })},
