@@ -557,6 +557,26 @@ func TestClaimTurnFencing(t *testing.T) {
 		wantIs(t, s.AppendEvents(ctx, turn.ID, run1.Fence, []chat.Event{textEvent(3, "stale")}), chat.ErrFenced)
 		wantIs(t, s.AppendEvents(ctx, turn.ID, run1.Fence, nil), chat.ErrFenced)
 		wantIs(t, s.FinishTurn(ctx, turn.ID, run1.Fence, chat.Outcome{State: chat.StateSucceeded}), chat.ErrFenced)
+		before, err := s.Conversation(ctx, turn.ConversationID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stale := chat.Outcome{
+			State:        chat.StateSucceeded,
+			Events:       []chat.Event{textEvent(3, "stale"), {Seq: 4, Type: chat.EventDone}},
+			Conversation: &chat.SessionInfo{SessionID: "stale-session", SessionHost: "w1"},
+		}
+		wantIs(t, s.FinishTurn(ctx, turn.ID, run1.Fence, stale), chat.ErrFenced)
+		after, err := s.Conversation(ctx, turn.ConversationID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(before, after); diff != "" {
+			t.Errorf("a fenced finish changed the conversation (-before +after):\n%s", diff)
+		}
+		if evs, err := s.Events(ctx, turn.ID, 2); err != nil || len(evs) != 0 {
+			t.Errorf("a fenced finish stored events %v, %v", evs, err)
+		}
 
 		// allow may refuse a takeover.
 		_, err = s.ClaimTurn(ctx, turn.ID, "w3/1", func(chat.Turn) bool { return false })
