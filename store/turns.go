@@ -230,9 +230,12 @@ func (s *Store) FinishTurn(ctx context.Context, turnID string, fence int64, o ch
 		return fmt.Errorf("finish turn %s: %w", turnID, err)
 	}
 	u := o.Usage
-	turnSet := `state = ?, reason = ?, answer = ?, note = ?, backend = ?, model = ?, session = ?,
+	// The turn's fenced update, in the transaction or a statement's CTE.
+	turnUpdate := `UPDATE turns
+SET state = ?, reason = ?, answer = ?, note = ?, backend = ?, model = ?, session = ?,
     input_tokens = ?, output_tokens = ?, calls = ?, repairs = ?, cost_usd = ?, cost_reason = ?,
-    finished_at = ?, ` + lastSeqAtLeast
+    finished_at = ?, ` + lastSeqAtLeast + `
+WHERE id = ? AND fence = ? AND state = 'running' RETURNING conversation_id`
 	turnArgs := []any{string(o.State), string(o.Reason), answer, o.Note, o.Backend, o.Model, string(o.Session),
 		u.InputTokens, u.OutputTokens, u.Calls, u.Repairs, u.CostUSD, u.CostReason,
 		at, maxSeq, maxSeq, turnID, fence}
@@ -242,12 +245,11 @@ func (s *Store) FinishTurn(ctx context.Context, turnID string, fence int64, o ch
 		convArgs = []any{si.SessionID, si.SessionHost, si.RunDir, si.Backend, si.Model, string(si.Session), si.SeededReason, at}
 	}
 	if s.dialect == dialectPostgres && len(events) <= finishEventsInline {
-		err = s.finishInOneStatement(ctx, turnSet, turnArgs, convSet, convArgs, events)
+		err = s.finishInOneStatement(ctx, turnUpdate, turnArgs, convSet, convArgs, events)
 	} else {
 		err = s.write.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 			var conv []string
-			if err := tx.Raw(`UPDATE turns SET `+turnSet+`
-WHERE id = ? AND fence = ? AND state = 'running' RETURNING conversation_id`, turnArgs...).Find(&conv).Error; err != nil {
+			if err := tx.Raw(turnUpdate, turnArgs...).Find(&conv).Error; err != nil {
 				return err
 			}
 			if len(conv) == 0 {
@@ -276,10 +278,9 @@ const finishEventsInline = 100
 // conversation's update and the events' insert (none if the fence did not
 // match). One round trip instead of five (BEGIN, three statements, COMMIT);
 // the rows are locked in the transaction's order, the turn first.
-func (s *Store) finishInOneStatement(ctx context.Context, turnSet string, turnArgs []any, convSet string, convArgs []any, events []turnEventRow) error {
+func (s *Store) finishInOneStatement(ctx context.Context, turnUpdate string, turnArgs []any, convSet string, convArgs []any, events []turnEventRow) error {
 	var q strings.Builder
-	q.WriteString(`WITH t AS (UPDATE turns SET ` + turnSet + `
-WHERE id = ? AND fence = ? AND state = 'running' RETURNING conversation_id),
+	q.WriteString(`WITH t AS (` + turnUpdate + `),
 c AS (UPDATE conversations SET ` + convSet + ` FROM t WHERE conversations.id = t.conversation_id RETURNING 1)`)
 	args := append(append([]any{}, turnArgs...), convArgs...)
 	if len(events) > 0 {

@@ -38,7 +38,6 @@ const expiryTick = 250 * time.Millisecond
 // listener stays for other clients (tests, `prchat bench`).
 type EmbeddedRedis struct {
 	m    *miniredis.Miniredis
-	srv  *server.Server
 	addr string
 
 	// mu orders Dial against Close, so that no connection is handed to the
@@ -62,8 +61,8 @@ func StartEmbeddedRedis() (*EmbeddedRedis, error) {
 	if err := m.StartAddr("127.0.0.1:0"); err != nil {
 		return nil, fmt.Errorf("start embedded redis: %w", err)
 	}
-	e := &EmbeddedRedis{m: m, srv: m.Server(), addr: m.Addr(), stop: make(chan struct{}), done: make(chan struct{})}
-	e.srv.SetPreHook(e.answerIdlePoll)
+	e := &EmbeddedRedis{m: m, addr: m.Addr(), stop: make(chan struct{}), done: make(chan struct{})}
+	m.Server().SetPreHook(e.answerIdlePoll)
 	go e.expire()
 	return e, nil
 }
@@ -136,7 +135,7 @@ func (e *EmbeddedRedis) Dial(context.Context, string, string) (net.Conn, error) 
 	if e.closed {
 		return nil, errEmbeddedClosed
 	}
-	e.srv.ServeConn(srv) // the server closes srv when it is closed
+	e.m.Server().ServeConn(srv) // the server closes srv when it is closed
 	return client, nil
 }
 

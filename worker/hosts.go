@@ -29,15 +29,14 @@ const seenAliveFor = time.Second
 // Hosts tells which workers are alive from their heartbeats (see
 // Heartbeat). It implements chat.Hosts.
 type Hosts struct {
-	rdb      redis.UniversalClient
-	aliveFor time.Duration
-	seen     sync.Map // host -> time.Time it was last found alive
+	rdb  redis.UniversalClient
+	seen sync.Map // host -> time.Time it was last found alive
 }
 
 var _ chat.Hosts = (*Hosts)(nil)
 
 // NewHosts returns Hosts reading heartbeats from rdb.
-func NewHosts(rdb redis.UniversalClient) *Hosts { return &Hosts{rdb: rdb, aliveFor: seenAliveFor} }
+func NewHosts(rdb redis.UniversalClient) *Hosts { return &Hosts{rdb: rdb} }
 
 // Alive reports whether worker host sends heartbeats (or did less than
 // seenAliveFor ago). An empty host is not alive.
@@ -45,7 +44,7 @@ func (h *Hosts) Alive(ctx context.Context, host string) (bool, error) {
 	if host == "" {
 		return false, nil
 	}
-	if at, ok := h.seen.Load(host); ok && time.Since(at.(time.Time)) < h.aliveFor {
+	if at, ok := h.seen.Load(host); ok && time.Since(at.(time.Time)) < seenAliveFor {
 		return true, nil
 	}
 	n, err := h.rdb.Exists(ctx, heartbeatKey(host)).Result()
