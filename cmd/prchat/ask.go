@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -47,8 +48,7 @@ Flags:
 func runAsk(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var o askOptions
 	fs := flag.NewFlagSet("prchat ask", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&o.server, "server", cmpOr(getenv("PRCHAT_SERVER"), "http://127.0.0.1:8080"), "prchat server URL (PRCHAT_SERVER)")
+	fs.StringVar(&o.server, "server", cmp.Or(getenv("PRCHAT_SERVER"), "http://127.0.0.1:8080"), "prchat server URL (PRCHAT_SERVER)")
 	fs.StringVar(&o.repo, "repo", "", "repository owner/name")
 	fs.IntVar(&o.pr, "pr", 0, "pull request number")
 	fs.StringVar(&o.version, "version", "latest", "review version")
@@ -57,15 +57,14 @@ func runAsk(ctx context.Context, args []string, getenv func(string) string, stdo
 	fs.StringVar(&o.model, "model", "", "model for this turn only")
 	fs.BoolVar(&o.json, "json", false, "print the final turn as JSON")
 	fs.BoolVar(&o.noStream, "no-stream", false, "long-poll instead of streaming")
-	fs.Usage = func() { fmt.Fprint(stderr, askUsage); fs.PrintDefaults() }
-	if err := fs.Parse(args); err != nil {
+	fs.Usage = func() { fmt.Fprint(fs.Output(), askUsage); fs.PrintDefaults() }
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	o.token = getenv("PRCHAT_TOKEN")
 	question := strings.TrimSpace(strings.Join(fs.Args(), " "))
 	switch {
 	case question == "":
-		fs.Usage()
 		return usageError{"a question is required"}
 	case o.conversation == "" && (o.repo == "" || o.pr < 1):
 		return usageError{"give --repo and --pr for a new conversation, or --conversation"}
@@ -109,10 +108,11 @@ func runAsk(ctx context.Context, args []string, getenv func(string) string, stdo
 
 	var t chat.Turn
 	var err error
+	sp := &spinner{w: stderr, tty: o.tty}
 	if o.noStream || o.json {
 		t, err = c.poll(ctx, conv, turn)
 	} else {
-		t, err = c.stream(ctx, conv, turn, o.tty, stderr)
+		t, err = c.stream(ctx, conv, turn, sp)
 	}
 	if err != nil {
 		return err
@@ -121,7 +121,7 @@ func runAsk(ctx context.Context, args []string, getenv func(string) string, stdo
 		raw, _ := json.MarshalIndent(t, "", "  ")
 		fmt.Fprintf(stdout, "%s\n", raw)
 	} else {
-		printTurn(stdout, t, o.tty)
+		printTurn(stdout, t, o.tty, sp.notes)
 	}
 	if t.State != chat.StateSucceeded {
 		return turnFailed{t}
@@ -129,23 +129,11 @@ func runAsk(ctx context.Context, args []string, getenv func(string) string, stdo
 	return nil
 }
 
-// usageError is a mistake in the command line (exit status 2).
-type usageError struct{ msg string }
-
-func (e usageError) Error() string { return e.msg }
-
 // turnFailed is a turn that did not succeed (exit status 1).
 type turnFailed struct{ t chat.Turn }
 
 func (e turnFailed) Error() string {
-	return fmt.Sprintf("the turn %s: %s", e.t.State, cmpOr(string(e.t.Reason), e.t.Note))
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
+	return fmt.Sprintf("the turn %s: %s", e.t.State, cmp.Or(string(e.t.Reason), e.t.Note))
 }
 
 func httpClient() *http.Client { return &http.Client{} }
@@ -220,15 +208,13 @@ func (c *client) poll(ctx context.Context, conv string, n int) (chat.Turn, error
 	}
 }
 
-// stream follows a turn's events, showing tool steps on one spinner line
-// (or a line each when out is not a terminal), reconnecting with
-// Last-Event-ID when the connection drops. It returns the settled turn.
-func (c *client) stream(ctx context.Context, conv string, n int, tty bool, out io.Writer) (chat.Turn, error) {
-	sp := spinner{w: out, tty: tty}
+// stream follows a turn's events, showing tool steps on sp, reconnecting
+// with Last-Event-ID when the connection drops. It returns the settled turn.
+func (c *client) stream(ctx context.Context, conv string, n int, sp *spinner) (chat.Turn, error) {
 	defer sp.clear()
 	last := ""
 	for attempt := 0; ; attempt++ {
-		final, err := c.follow(ctx, conv, n, &last, &sp)
+		final, err := c.follow(ctx, conv, n, &last, sp)
 		if final {
 			break
 		}
@@ -292,12 +278,15 @@ func (c *client) follow(ctx context.Context, conv string, n int, last *string, s
 	return false, errors.New("the event stream ended early")
 }
 
-// spinner shows what the agent is doing on one line of a terminal.
+// spinner shows what the agent is doing on one line of a terminal (or a
+// line each when w is not a terminal), and each line of its notes once.
 type spinner struct {
 	w     io.Writer
 	tty   bool
 	frame int
 	shown bool
+	// notes are the note lines shown, which printTurn does not repeat.
+	notes map[string]bool
 }
 
 var spinFrames = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
@@ -315,8 +304,17 @@ func (s *spinner) event(e map[string]any) bool {
 	case chat.EventState:
 		s.show(str("state"))
 	case chat.EventNote:
-		s.clear()
-		fmt.Fprintf(s.w, "note: %s\n", str("text"))
+		for _, line := range strings.Split(str("text"), "\n") {
+			if line == "" || s.notes[line] {
+				continue
+			}
+			if s.notes == nil {
+				s.notes = map[string]bool{}
+			}
+			s.notes[line] = true
+			s.clear()
+			fmt.Fprintf(s.w, "note: %s\n", line)
+		}
 	case chat.EventDone, chat.EventError:
 		s.clear()
 		return true
@@ -366,8 +364,8 @@ func firstLine(s string) string {
 }
 
 // printTurn prints a settled turn: the answer as readable markdown and its
-// citations, or why it failed.
-func printTurn(w io.Writer, t chat.Turn, tty bool) {
+// citations, or why it failed, and the lines of its note not among shown.
+func printTurn(w io.Writer, t chat.Turn, tty bool, shown map[string]bool) {
 	if t.Answer != nil {
 		fmt.Fprintln(w, renderMarkdown(t.Answer.AnswerMarkdown, tty))
 		if len(t.Answer.Citations) > 0 {
@@ -381,8 +379,14 @@ func printTurn(w io.Writer, t chat.Turn, tty bool) {
 			fmt.Fprintf(w, "\n%s %s\n", style("Suggested fix:", bold, tty), t.Answer.SuggestsFix.Summary)
 		}
 	}
-	if t.Note != "" {
-		fmt.Fprintf(w, "\n%s\n", style(t.Note, dim, tty))
+	var note []string
+	for _, line := range strings.Split(t.Note, "\n") {
+		if line != "" && !shown[line] {
+			note = append(note, line)
+		}
+	}
+	if len(note) > 0 {
+		fmt.Fprintf(w, "\n%s\n", style(strings.Join(note, "\n"), dim, tty))
 	}
 	if t.State != chat.StateSucceeded {
 		fmt.Fprintf(w, "The turn %s (%s).\n", t.State, t.Reason)

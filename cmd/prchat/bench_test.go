@@ -3,9 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"flag"
-	"io"
 	"os"
 	"os/signal"
 	"regexp"
@@ -13,10 +11,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prchat/prchat/cmd/prchat/bench"
 )
 
 // TestBenchChild is no test of its own: it is the daemon under test of
-// TestBench, which starts this test binary as `prchat serve|api|worker`.
+// TestBench, which starts this test binary as `prchat serve|api|worker
+// --bench-agent`.
 func TestBenchChild(t *testing.T) {
 	if os.Getenv("PRCHAT_BENCH_CHILD") != "1" {
 		t.Skip("the daemon process of TestBench")
@@ -28,23 +29,29 @@ func TestBenchChild(t *testing.T) {
 }
 
 // TestBench runs the whole bench in a tiny configuration on the embedded
-// default and checks that every section is printed with figures. It
-// asserts no timings: the machine running the tests decides those.
+// default, its daemons started as `prchat bench` starts them, and checks
+// that every section is printed with figures. It asserts no timings: the
+// machine running the tests decides those. It boots daemons for a minute,
+// so it runs only when PRCHAT_TEST_BENCH=1 (as .ci/run does), not in
+// `make test`; the bench's own package tests its parts.
 func TestBench(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts daemon processes")
+	if os.Getenv("PRCHAT_TEST_BENCH") != "1" {
+		t.Skip("boots daemons for a minute; set PRCHAT_TEST_BENCH=1")
 	}
-	cfg, err := parseBenchArgs([]string{"--duration", "1s", "--clients", "8", "--turns", "10", "--subscribers", "10"}, io.Discard)
-	if err != nil {
+	var cfg bench.Config
+	fs := flag.NewFlagSet("prchat bench", flag.ContinueOnError)
+	cfg.AddFlags(fs)
+	if err := parseFlags(fs, []string{"--duration", "1s", "--clients", "8", "--turns", "10", "--subscribers", "10"}, os.Stderr); err != nil {
 		t.Fatal(err)
 	}
-	cfg.command = []string{os.Args[0], "-test.run=^TestBenchChild$", "--"}
-	cfg.childEnv = []string{"PRCHAT_BENCH_CHILD=1"}
-	cfg.settle = 500 * time.Millisecond
+	cfg.Command = []string{os.Args[0], "-test.run=^TestBenchChild$", "--"}
+	cfg.Env = []string{"PRCHAT_BENCH_CHILD=1"}
+	cfg.Settle = 500 * time.Millisecond
+	cfg.InProcess = startInProcess
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out, logs bytes.Buffer
-	if err := runBenchConfig(ctx, cfg, &out, &logs); err != nil {
+	if err := bench.Run(ctx, cfg, &out, &logs); err != nil {
 		t.Fatalf("bench: %v\nstdout:\n%s\nstderr:\n%s", err, &out, &logs)
 	}
 	// A figure: a number with its unit, or two ("p50 / p99"); never n/a.
@@ -88,51 +95,4 @@ func reportValue(report, section, measure string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-func TestBenchFlags(t *testing.T) {
-	t.Parallel()
-	cfg, err := parseBenchArgs([]string{"--only", "events, intake", "--subscribers", "1,20"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.Join(cfg.Phases, ","); got != "events,intake" {
-		t.Errorf("phases = %s, want events,intake", got)
-	}
-	if len(cfg.Subscribers) != 2 || cfg.Subscribers[0] != 1 || cfg.Subscribers[1] != 20 {
-		t.Errorf("subscribers = %v, want [1 20]", cfg.Subscribers)
-	}
-	for _, args := range [][]string{
-		{"--only", "speed"},
-		{"--only", ","},
-		{"--subscribers", "0"},
-		{"--clients", "0"},
-		{"--duration", "1ms"},
-		{"extra"},
-	} {
-		_, err := parseBenchArgs(args, io.Discard)
-		var usage usageError
-		if !errors.As(err, &usage) {
-			t.Errorf("parseBenchArgs(%q) = %v, want a usage error", args, err)
-		}
-	}
-}
-
-// TestRunLoadPaced: paced loops start an operation every pace, and an
-// operation that starts late counts its wait in its latency.
-func TestRunLoadPaced(t *testing.T) {
-	t.Parallel()
-	quick := runLoad(t.Context(), 4, 0, 400*time.Millisecond, 20*time.Millisecond, func(context.Context) error { return nil })
-	if quick.ops < 60 || quick.ops > 84 {
-		t.Errorf("4 loops paced at 20ms ran %d operations in 400ms, want about 80", quick.ops)
-	}
-	// One loop whose operation takes 30ms, due every 10ms: each starts
-	// later than the last, and its latency says so.
-	slow := runLoad(t.Context(), 1, 0, 300*time.Millisecond, 10*time.Millisecond, func(context.Context) error {
-		time.Sleep(30 * time.Millisecond)
-		return nil
-	})
-	if n := len(slow.lat); n < 5 || slow.lat[n-1] < 100*time.Millisecond {
-		t.Errorf("paced latencies of an operation slower than the pace = %v, want the last over 100ms", slow.lat)
-	}
 }

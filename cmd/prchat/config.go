@@ -8,8 +8,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -49,6 +51,10 @@ type Config struct {
 	PollInterval                                time.Duration
 	LogFormat                                   string
 	LogLevel                                    string
+	// BenchAgent registers the zero-latency agent of `prchat bench` as
+	// backend "bench" (flag --bench-agent of serve, api and worker only; a
+	// measuring aid, off by default).
+	BenchAgent bool
 }
 
 // setting is one configuration entry: its variable, flag and default.
@@ -85,6 +91,31 @@ func duration(p func(*Config) *time.Duration) func(*Config, string) error {
 			return fmt.Errorf("not a duration such as 10m: %q", v)
 		}
 		*p(c) = d
+		return nil
+	}
+}
+
+// positiveDuration is duration for a setting that must be above zero.
+func positiveDuration(p func(*Config) *time.Duration) func(*Config, string) error {
+	parse := duration(p)
+	return func(c *Config, v string) error {
+		if err := parse(c, v); err != nil {
+			return err
+		}
+		if *p(c) <= 0 {
+			return fmt.Errorf("must be above zero, not %s", *p(c))
+		}
+		return nil
+	}
+}
+
+// oneOf is str for a setting that takes one of values.
+func oneOf(values []string, p func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		if !slices.Contains(values, v) {
+			return fmt.Errorf("%q is none of %s", v, strings.Join(values, ", "))
+		}
+		*p(c) = v
 		return nil
 	}
 }
@@ -130,7 +161,7 @@ func settings() []setting {
 		{env: "PRCHAT_REDIS_URL", def: "", help: "Redis URL (redis://host:6379/0); empty: embedded in-process Redis (serve only)", set: str(func(c *Config) *string { return &c.RedisURL })},
 		{env: "PRCHAT_WORKER_ID", def: defaultWorkerID(), help: "this worker's id; its queue is host:<id>", set: str(func(c *Config) *string { return &c.WorkerID })},
 		{env: "PRCHAT_CONCURRENCY", def: "4", help: "turns a worker runs at once", set: integer(func(c *Config) *int { return &c.Concurrency })},
-		{env: "PRCHAT_TURN_TIMEOUT", def: "10m", help: "time limit of one turn, repairs included", set: duration(func(c *Config) *time.Duration { return &c.TurnTimeout })},
+		{env: "PRCHAT_TURN_TIMEOUT", def: "10m", help: "time limit of one turn, repairs included", set: positiveDuration(func(c *Config) *time.Duration { return &c.TurnTimeout })},
 		{env: "PRCHAT_MAX_REPAIRS", def: "2", help: "how often an invalid answer is sent back to the agent", set: integer(func(c *Config) *int { return &c.MaxRepairs })},
 		{env: "PRCHAT_MAX_CALLS", def: "40", help: "model calls allowed per turn", set: integer(func(c *Config) *int { return &c.MaxCalls })},
 		{env: "PRCHAT_MAX_TOKENS", def: "10000000", help: "tokens (input, cached input included, and output) allowed per turn", set: func(c *Config, v string) error {
@@ -141,7 +172,7 @@ func settings() []setting {
 			c.MaxTokens = n
 			return nil
 		}},
-		{env: "PRCHAT_DEFAULT_BACKEND", def: "local", help: "backend for conversations of reviews that name none", set: str(func(c *Config) *string { return &c.DefaultBackend })},
+		{env: "PRCHAT_DEFAULT_BACKEND", def: "local", help: "backend for conversations of reviews that name none: " + strings.Join(defaultBackends(), ", "), set: oneOf(defaultBackends(), func(c *Config) *string { return &c.DefaultBackend })},
 		{env: "PRCHAT_OPENAI_BASE_URL", def: "https://api.openai.com/v1", help: "OpenAI-compatible endpoint", set: str(func(c *Config) *string { return &c.OpenAIBaseURL })},
 		{env: "PRCHAT_OPENAI_API_KEY", def: "", help: "API key of the OpenAI-compatible endpoint", set: str(func(c *Config) *string { return &c.OpenAIAPIKey })},
 		{env: "PRCHAT_OPENAI_MODEL", def: "gpt-4.1-mini", help: "model of the openai backend", set: str(func(c *Config) *string { return &c.OpenAIModel })},
@@ -167,11 +198,20 @@ func settings() []setting {
 	}
 }
 
-// loadConfig reads the environment, then the flags of a command.
-func loadConfig(cmd string, args []string, getenv func(string) string, out io.Writer) (Config, error) {
+// defaultBackends are the backends PRCHAT_DEFAULT_BACKEND may name.
+func defaultBackends() []string {
+	return []string{chat.BackendLocal, chat.BackendOpenAI, chat.BackendClaudeCode, chat.BackendCodex}
+}
+
+// loadConfig reads the environment, then the flags of a command; asked
+// for help it prints the settings to help.
+func loadConfig(cmd string, args []string, getenv func(string) string, help io.Writer) (Config, error) {
 	var c Config
 	fs := flag.NewFlagSet("prchat "+cmd, flag.ContinueOnError)
-	fs.SetOutput(out)
+	daemon := cmd != "migrate"
+	if daemon {
+		fs.BoolVar(&c.BenchAgent, "bench-agent", false, "")
+	}
 	all := settings()
 	values := make([]*string, len(all))
 	for i, s := range all {
@@ -182,6 +222,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string, out io.Wr
 		values[i] = fs.String(s.flagName(), v, s.help)
 	}
 	fs.Usage = func() {
+		out := fs.Output()
 		fmt.Fprintf(out, "Usage: prchat %s [flags]\n\nEvery flag can also be set by its environment variable.\n\n", cmd)
 		for _, s := range all {
 			def := s.def
@@ -190,12 +231,18 @@ func loadConfig(cmd string, args []string, getenv func(string) string, out io.Wr
 			}
 			fmt.Fprintf(out, "  --%s  (%s, default %s)\n        %s\n", s.flagName(), s.env, def, s.help)
 		}
+		if daemon {
+			fmt.Fprint(out, "\nA measuring aid, never on by default and not for production:\n\n"+
+				"  --bench-agent  (flag only, default false)\n"+
+				"        register the zero-latency agent of `prchat bench` as backend \"bench\";\n"+
+				"        prchat bench starts its daemons with it\n")
+		}
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, help); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
-		return c, fmt.Errorf("prchat %s: unexpected argument %q", cmd, fs.Arg(0))
+		return c, usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
 	}
 	for i, s := range all {
 		if err := s.set(&c, *values[i]); err != nil {
@@ -209,13 +256,10 @@ func loadConfig(cmd string, args []string, getenv func(string) string, out io.Wr
 // they would appear.
 func (c Config) secrets() []string {
 	out := []string{c.OpenAIAPIKey, c.GitHubSecret, c.GitHubToken, c.SecretKey, c.OllamaAPIKey, c.VLLMAPIKey, c.LiteLLMAPIKey}
-	for _, u := range []string{c.DatabaseURL, c.RedisURL} {
-		if i := strings.Index(u, "://"); i >= 0 {
-			rest := u[i+3:]
-			if at := strings.LastIndex(rest, "@"); at >= 0 {
-				if colon := strings.Index(rest[:at], ":"); colon >= 0 {
-					out = append(out, rest[colon+1:at])
-				}
+	for _, raw := range []string{c.DatabaseURL, c.RedisURL} {
+		if u, err := url.Parse(raw); err == nil && u.User != nil {
+			if p, ok := u.User.Password(); ok {
+				out = append(out, p)
 			}
 		}
 	}

@@ -14,14 +14,18 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/prchat/prchat/cmd/prchat/bench"
 )
 
 func main() {
@@ -55,13 +59,13 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	var err error
 	switch cmd {
 	case "serve", "api", "worker":
-		err = runDaemon(ctx, cmd, rest, getenv, stderr)
+		err = runDaemon(ctx, cmd, rest, getenv, stdout, stderr)
 	case "migrate":
-		err = runMigrate(ctx, rest, getenv, stderr)
+		err = runMigrate(ctx, rest, getenv, stdout, stderr)
 	case "ask":
 		err = runAsk(ctx, rest, getenv, stdout, stderr)
 	case "bench":
-		err = runBench(ctx, rest, getenv, stdout, stderr)
+		err = runBench(ctx, rest, stdout, stderr)
 	case "review":
 		err = runReview(ctx, rest, getenv, stdout, stderr)
 	case "help", "-h", "--help":
@@ -76,7 +80,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.As(err, &usage):
-		fmt.Fprintf(stderr, "prchat %s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "prchat %s: %v\nRun 'prchat %s --help' for usage.\n", cmd, err, cmd)
 		return 2
 	case err != nil:
 		fmt.Fprintf(stderr, "prchat %s: %v\n", cmd, err)
@@ -85,25 +89,54 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	return 0
 }
 
-// runDaemon runs serve, api or worker until ctx ends.
-func runDaemon(ctx context.Context, cmd string, args []string, getenv func(string) string, stderr io.Writer) error {
-	cfg, err := loadConfig(cmd, args, getenv, stderr)
-	if err != nil {
+// usageError is a mistake in the command line (exit status 2).
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// parseFlags parses args with fs. Asked for help, it prints fs's usage to
+// help and returns flag.ErrHelp; a mistake is a usageError, and Main points
+// to --help instead of printing the usage with it.
+func parseFlags(fs *flag.FlagSet, args []string, help io.Writer) error {
+	var out bytes.Buffer
+	fs.SetOutput(&out)
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		_, _ = help.Write(out.Bytes())
 		return err
+	case err != nil:
+		return usageError{err.Error()}
 	}
-	log, err := newLogger(cfg, stderr)
+	return nil
+}
+
+// startDaemon reads the settings of a serve, api or worker command line
+// and starts its daemon.
+func startDaemon(ctx context.Context, cmd string, args []string, getenv func(string) string, help, logs io.Writer) (*daemon, Config, *slog.Logger, error) {
+	cfg, err := loadConfig(cmd, args, getenv, help)
 	if err != nil {
-		return err
+		return nil, cfg, nil, err
+	}
+	log, err := newLogger(cfg, logs)
+	if err != nil {
+		return nil, cfg, nil, err
 	}
 	opts := options{logger: log}
-	if getenv("PRCHAT_BENCH_AGENT") == "1" {
-		opts.backends = append(opts.backends, &benchAgent{})
+	if cfg.BenchAgent {
+		opts.backends = append(opts.backends, &bench.Agent{})
 	}
 	d, err := start(ctx, cfg, roleOf(cmd), opts)
+	return d, cfg, log, err
+}
+
+// runDaemon runs serve, api or worker until ctx ends.
+func runDaemon(ctx context.Context, cmd string, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	d, cfg, log, err := startDaemon(ctx, cmd, args, getenv, stdout, stderr)
 	if err != nil {
 		return err
 	}
-	log.InfoContext(ctx, "prchat started", "command", cmd, "listen", d.Addr(), "worker", cfg.WorkerID)
+	log.InfoContext(ctx, "prchat started", "command", cmd, "listen", d.Addr(), "worker", cfg.WorkerID, "bench_agent", cfg.BenchAgent)
 	select {
 	case <-ctx.Done():
 	case err = <-d.Failed():
@@ -113,8 +146,45 @@ func runDaemon(ctx context.Context, cmd string, args []string, getenv func(strin
 	return err
 }
 
-func runMigrate(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
-	cfg, err := loadConfig("migrate", args, getenv, stderr)
+// runBench is `prchat bench`. It reads its flags only (no environment
+// variable): see bench.Run.
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var cfg bench.Config
+	fs := flag.NewFlagSet("prchat bench", flag.ContinueOnError)
+	cfg.AddFlags(fs)
+	if err := parseFlags(fs, args, stdout); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	}
+	if err := cfg.Check(); err != nil {
+		return usageError{err.Error()}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the prchat executable: %w", err)
+	}
+	cfg.Command = []string{exe}
+	cfg.InProcess = startInProcess
+	return bench.Run(ctx, cfg, stdout, stderr)
+}
+
+// startInProcess starts the daemon of a command line (serve, api or worker
+// and its flags) in this process, for the bench's CPU profile.
+func startInProcess(ctx context.Context, args []string, getenv func(string) string, logs io.Writer) (func(), error) {
+	if len(args) == 0 {
+		return nil, errors.New("no command to start")
+	}
+	d, _, _, err := startDaemon(ctx, args[0], args[1:], getenv, io.Discard, logs)
+	if err != nil {
+		return nil, err
+	}
+	return d.Stop, nil
+}
+
+func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := loadConfig("migrate", args, getenv, stdout)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/prchat/prchat/chat"
@@ -26,13 +28,8 @@ Flags:
 
 // runReview is `prchat review <subcommand>`.
 func runReview(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "record" {
-		fmt.Fprint(stderr, reviewUsage)
-		return usageError{"the only review subcommand is record"}
-	}
 	fs := flag.NewFlagSet("prchat review record", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	server := fs.String("server", cmpOr(getenv("PRCHAT_SERVER"), "http://127.0.0.1:8080"), "prchat server URL (PRCHAT_SERVER)")
+	server := fs.String("server", cmp.Or(getenv("PRCHAT_SERVER"), "http://127.0.0.1:8080"), "prchat server URL (PRCHAT_SERVER)")
 	repo := fs.String("repo", "", "repository owner/name (required)")
 	pr := fs.Int("pr", 0, "pull request number (required)")
 	head := fs.String("head", "", "head commit SHA (default: HEAD of --run-dir)")
@@ -40,16 +37,24 @@ func runReview(ctx context.Context, args []string, getenv func(string) string, s
 	backend := fs.String("backend", "", "agent that wrote the review: claude-code, codex, openai, local")
 	model := fs.String("model", "", "model of the review")
 	session := fs.String("session-id", "", "the agent session id of the review")
-	host := fs.String("session-host", cmpOr(getenv("PRCHAT_WORKER_ID"), defaultWorkerID()), "worker id of the host that holds the session files")
+	host := fs.String("session-host", cmp.Or(getenv("PRCHAT_WORKER_ID"), defaultWorkerID()), "worker id of the host that holds the session files")
 	runDir := fs.String("run-dir", "", "directory the review's session ran in")
 	markdown := fs.String("markdown-file", "", "the review as a markdown file (required)")
 	sections := fs.String("sections-file", "", "optional JSON array of review sections with anchors")
-	fs.Usage = func() { fmt.Fprint(stderr, reviewUsage); fs.PrintDefaults() }
-	if err := fs.Parse(args[1:]); err != nil {
+	fs.Usage = func() { fmt.Fprint(fs.Output(), reviewUsage); fs.PrintDefaults() }
+	switch {
+	case len(args) > 0 && slices.Contains([]string{"help", "-h", "-help", "--help"}, args[0]):
+		return parseFlags(fs, []string{"--help"}, stdout)
+	case len(args) == 0 || args[0] != "record":
+		return usageError{"the only review subcommand is record"}
+	}
+	if err := parseFlags(fs, args[1:], stdout); err != nil {
 		return err
 	}
-	if *repo == "" || *pr < 1 || *markdown == "" {
-		fs.Usage()
+	switch {
+	case fs.NArg() > 0:
+		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	case *repo == "" || *pr < 1 || *markdown == "":
 		return usageError{"--repo, --pr and --markdown-file are required"}
 	}
 	md, err := os.ReadFile(*markdown)

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -16,8 +16,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/prchat/prchat/chat"
 )
 
 const (
@@ -46,14 +44,14 @@ type benchDaemon struct {
 	err    error         // the child's exit, once exited is closed
 	logs   *daemonLog
 
-	inproc *daemon
+	// stop stops a daemon started in the bench's process.
+	stop func()
 }
 
 // daemonEnv returns the settings of a daemon under test as PRCHAT_*
 // variables.
 func (b *bencher) daemonEnv(name, listen string) map[string]string {
 	env := map[string]string{
-		"PRCHAT_BENCH_AGENT":  "1",
 		"PRCHAT_DATA_DIR":     b.dataDir,
 		"PRCHAT_LISTEN":       listen,
 		"PRCHAT_LOG_LEVEL":    "warn",
@@ -119,8 +117,8 @@ func (b *bencher) startDaemonOnce(ctx context.Context, role, name string) (*benc
 
 // startChild starts d as a child process.
 func (b *bencher) startChild(d *benchDaemon, settings map[string]string) error {
-	args := append(append([]string{}, b.cfg.command[1:]...), d.role)
-	cmd := exec.Command(b.cfg.command[0], args...)
+	args := append(append([]string{}, b.cfg.Command[1:]...), d.role, "--bench-agent")
+	cmd := exec.Command(b.cfg.Command[0], args...)
 	// The daemon gets the bench's environment without any PRCHAT_*
 	// setting of the caller's, then its own.
 	var env []string
@@ -134,7 +132,7 @@ func (b *bencher) startChild(d *benchDaemon, settings map[string]string) error {
 			env = append(env, k+"="+v)
 		}
 	}
-	cmd.Env = append(env, b.cfg.childEnv...)
+	cmd.Env = append(env, b.cfg.Env...)
 	d.logs = &daemonLog{name: d.name, w: b.stderr}
 	cmd.Stdout, cmd.Stderr = d.logs, d.logs
 	dieWithParent(cmd)
@@ -152,17 +150,10 @@ func (b *bencher) startChild(d *benchDaemon, settings map[string]string) error {
 // startInProcess starts d in this process, under the profiler's "part"
 // label daemon, so that a profile can tell its samples from the bench's.
 func (b *bencher) startInProcess(ctx context.Context, d *benchDaemon, settings map[string]string) error {
-	cfg, err := loadConfig(d.role, nil, func(k string) string { return settings[k] }, io.Discard)
-	if err != nil {
-		return err
-	}
 	d.logs = &daemonLog{name: d.name + " (in-process)", w: b.stderr}
-	log, err := newLogger(cfg, d.logs)
-	if err != nil {
-		return err
-	}
+	var err error
 	pprof.Do(ctx, pprof.Labels("part", "daemon"), func(ctx context.Context) {
-		d.inproc, err = start(ctx, cfg, roleOf(d.role), options{logger: log, backends: []chat.Backend{&benchAgent{}}})
+		d.stop, err = b.cfg.InProcess(ctx, []string{d.role, "--bench-agent"}, func(k string) string { return settings[k] }, d.logs)
 	})
 	if err != nil {
 		return fmt.Errorf("start prchat %s in process: %w", d.role, err)
@@ -233,8 +224,8 @@ func (d *benchDaemon) cpu() (time.Duration, error) {
 // stopDaemon stops d: SIGTERM, then SIGKILL after daemonStopTimeout. Safe to
 // call twice.
 func (b *bencher) stopDaemon(d *benchDaemon) {
-	if d.inproc != nil {
-		d.inproc.Stop()
+	if d.stop != nil {
+		d.stop()
 		return
 	}
 	if d.cmd == nil {

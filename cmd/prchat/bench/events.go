@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -74,7 +74,7 @@ func (b *bencher) events(ctx context.Context, api *benchDaemon, n int) error {
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-time.After(b.cfg.settle / 3): // let the fresh daemon settle
+	case <-time.After(b.cfg.Settle / 3): // let the fresh daemon settle
 	}
 	before, rssErr := api.rss()
 	goBefore, goErr := b.goStats(ctx, api)

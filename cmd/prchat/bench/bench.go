@@ -1,6 +1,12 @@
-package main
+// Package bench is `prchat bench`: it measures the prchat daemon against
+// the floor its parts allow, side by side on one machine. It starts the
+// daemons under test as child processes (prchat serve, api and worker with
+// --bench-agent, which registers Agent, an agent that answers at once) and
+// prints a table of figures; it asserts nothing of them.
+package bench
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -35,30 +41,33 @@ const (
 	phaseEvents     = "events"
 )
 
-// benchPhases lists the phases in the order they run.
-func benchPhases() []string {
+// allPhases lists the phases in the order they run.
+func allPhases() []string {
 	return []string{phaseIntake, phaseOverhead, phaseThroughput, phaseMemory, phaseEvents}
 }
 
-const benchUsage = `Usage: prchat bench [flags]
+// Usage is the text of `prchat bench --help` before its flags.
+const Usage = `Usage: prchat bench [flags]
 
 Measures the daemon against the floor its parts allow, side by side on this
 machine: intake (P1) against an in-process floor, turn overhead (P2),
 throughput (P3), memory (P7) and live event delivery. The daemons under test
-are child processes of this one (prchat serve, api, worker) with the
-zero-latency bench agent, so only prchat itself is measured. With no URLs
-it uses the embedded SQLite and an in-process Redis.
+are child processes of this one (prchat serve, api, worker) started with
+--bench-agent, the zero-latency agent, so only prchat itself is measured.
+With no URLs it uses the embedded SQLite and an in-process Redis.
 
 Give --database-url and --redis-url to bench on Postgres and Redis; the
 bench makes a schema of its own in that database and drops it when done,
 and takes a Redis database that must be empty (e.g. redis://host:6379/14),
-which it flushes when done.
+which it flushes when done. No PRCHAT_* variable is read.
 
 Flags:
 `
 
-// benchConfig is what `prchat bench` measures and how.
-type benchConfig struct {
+// Config is what the bench measures and how. AddFlags fills in the
+// measured part from the command line; the program that runs the bench
+// sets Command and InProcess.
+type Config struct {
 	// Duration is how long each load phase measures: the floor and the
 	// intake each (in alternating rounds), the throughput per topology.
 	Duration time.Duration
@@ -75,29 +84,40 @@ type benchConfig struct {
 	// CPUProfile, if set, is the file of a CPU profile. The serve daemon
 	// then runs in the bench's process (samples labelled part=daemon).
 	CPUProfile string
-	// Phases are the phases to run.
+	// Phases are the phases to run, of intake, overhead, throughput,
+	// memory and events.
 	Phases []string
 	// Subscribers are the subscriber counts of the events phase.
 	Subscribers []int
 
-	// command starts a daemon under test: the program and its leading
-	// arguments, to which the role (serve, api, worker) is added. Default:
-	// this executable.
-	command []string
-	// childEnv is added to the environment of the daemons under test.
-	childEnv []string
-	// settle is how long a freshly started daemon is left alone before its
+	// Command starts a daemon under test: the program and its leading
+	// arguments, to which the role (serve, api or worker) and
+	// --bench-agent are added. Required.
+	Command []string
+	// Env is added to the environment of the daemons under test.
+	Env []string
+	// Settle is how long a freshly started daemon is left alone before its
 	// idle RSS is read. Default 3s.
-	settle time.Duration
+	Settle time.Duration
+	// InProcess starts the serve daemon in the bench's own process, which
+	// a CPU profile needs. Required with CPUProfile.
+	InProcess StartFunc
 }
 
-func (c benchConfig) has(phase string) bool { return slices.Contains(c.Phases, phase) }
+// StartFunc starts a daemon in this process: args are prchat's command
+// line after the program's name ("serve --bench-agent"), getenv its
+// settings, logs where it logs. It returns once the daemon runs, with the
+// function that stops it.
+type StartFunc func(ctx context.Context, args []string, getenv func(string) string, logs io.Writer) (stop func(), err error)
 
-// parseBenchArgs reads the flags of `prchat bench`.
-func parseBenchArgs(args []string, stderr io.Writer) (benchConfig, error) {
-	var c benchConfig
-	fs := flag.NewFlagSet("prchat bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func (c Config) has(phase string) bool { return slices.Contains(c.Phases, phase) }
+
+// AddFlags sets c to the defaults and registers the flags of `prchat
+// bench` that set it on fs, with Usage as fs's usage text.
+func (c *Config) AddFlags(fs *flag.FlagSet) {
+	c.Phases = allPhases()
+	c.Subscribers = []int{100, 500, 2000}
+	c.Settle = 3 * time.Second
 	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "how long each load phase measures (floor, intake, throughput per topology)")
 	fs.IntVar(&c.Clients, "clients", 64, "concurrent HTTP clients (and floor loops)")
 	fs.IntVar(&c.Turns, "turns", 200, "sequential turns timed by the overhead phase")
@@ -105,83 +125,93 @@ func parseBenchArgs(args []string, stderr io.Writer) (benchConfig, error) {
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "Postgres URL to bench on (a schema of its own is made and dropped); empty: embedded SQLite")
 	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis URL of an empty database to bench on (flushed when done); empty: in-process Redis")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile here; the serve daemon then runs inside the bench (samples labelled part=daemon)")
-	only := fs.String("only", strings.Join(benchPhases(), ","), "phases to run: "+strings.Join(benchPhases(), ","))
-	subs := fs.String("subscribers", "100,500,2000", "subscriber counts of the events phase")
-	c.settle = 3 * time.Second
+	fs.Var(phaseList{&c.Phases}, "only", "phases to run, of "+strings.Join(allPhases(), ","))
+	fs.Var(countList{&c.Subscribers}, "subscribers", "subscriber counts of the events phase")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, benchUsage)
+		fmt.Fprint(fs.Output(), Usage)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return c, err
-		}
-		return c, usageError{msg: err.Error()}
-	}
-	if fs.NArg() > 0 {
-		return c, usageError{msg: fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
-	}
+}
+
+// Check reports a setting out of its range.
+func (c Config) Check() error {
 	switch {
 	case c.Duration < 100*time.Millisecond || c.Duration > time.Hour:
-		return c, usageError{msg: "--duration must be between 100ms and 1h"}
+		return errors.New("--duration must be between 100ms and 1h")
 	case c.Clients < 1 || c.Clients > 4096:
-		return c, usageError{msg: "--clients must be between 1 and 4096"}
+		return errors.New("--clients must be between 1 and 4096")
 	case c.Turns < 1 || c.Turns > 100_000:
-		return c, usageError{msg: "--turns must be between 1 and 100000"}
+		return errors.New("--turns must be between 1 and 100000")
 	case c.Concurrency < 1 || c.Concurrency > 1000:
-		return c, usageError{msg: "--concurrency must be between 1 and 1000"}
+		return errors.New("--concurrency must be between 1 and 1000")
+	case len(c.Phases) == 0:
+		return errors.New("--only names no phase")
+	case c.has(phaseEvents) && len(c.Subscribers) == 0:
+		return errors.New("--subscribers names no count")
 	}
-	for _, p := range strings.Split(*only, ",") {
+	return nil
+}
+
+// phaseList is the value of --only: phase names, comma-separated.
+type phaseList struct{ p *[]string }
+
+func (l phaseList) String() string {
+	if l.p == nil {
+		return ""
+	}
+	return strings.Join(*l.p, ",")
+}
+
+func (l phaseList) Set(v string) error {
+	var phases []string
+	for _, p := range strings.Split(v, ",") {
 		p = strings.TrimSpace(p)
-		if p == "" {
-			continue
-		}
-		if !slices.Contains(benchPhases(), p) {
-			return c, usageError{msg: fmt.Sprintf("--only: unknown phase %q (want some of %s)", p, strings.Join(benchPhases(), ","))}
-		}
-		if !slices.Contains(c.Phases, p) {
-			c.Phases = append(c.Phases, p)
+		switch {
+		case p == "" || slices.Contains(phases, p):
+		case !slices.Contains(allPhases(), p):
+			return fmt.Errorf("unknown phase %q (want some of %s)", p, strings.Join(allPhases(), ","))
+		default:
+			phases = append(phases, p)
 		}
 	}
-	if len(c.Phases) == 0 {
-		return c, usageError{msg: "--only names no phase"}
+	*l.p = phases
+	return nil
+}
+
+// countList is the value of --subscribers: counts, comma-separated.
+type countList struct{ p *[]int }
+
+func (l countList) String() string {
+	if l.p == nil {
+		return ""
 	}
-	for _, s := range strings.Split(*subs, ",") {
+	s := make([]string, len(*l.p))
+	for i, n := range *l.p {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
+
+func (l countList) Set(v string) error {
+	var counts []int
+	for _, s := range strings.Split(v, ",") {
 		s = strings.TrimSpace(s)
 		if s == "" {
 			continue
 		}
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > 20_000 {
-			return c, usageError{msg: fmt.Sprintf("--subscribers: %q is not a count between 1 and 20000", s)}
+			return fmt.Errorf("%q is not a count between 1 and 20000", s)
 		}
-		c.Subscribers = append(c.Subscribers, n)
+		counts = append(counts, n)
 	}
-	if c.has(phaseEvents) && len(c.Subscribers) == 0 {
-		return c, usageError{msg: "--subscribers names no count"}
-	}
-	return c, nil
-}
-
-// runBench runs `prchat bench`. It takes its settings from its flags only
-// (getenv is not read), so that the PRCHAT_DATABASE_URL or PRCHAT_REDIS_URL
-// of a real daemon is never benched on, and flushed, by accident.
-func runBench(ctx context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := parseBenchArgs(args, stderr)
-	if err != nil {
-		return err
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find the prchat executable: %w", err)
-	}
-	cfg.command = []string{exe}
-	return runBenchConfig(ctx, cfg, stdout, stderr)
+	*l.p = counts
+	return nil
 }
 
 // bencher is one run of the bench.
 type bencher struct {
-	cfg            benchConfig
+	cfg            Config
 	stdout, stderr io.Writer
 
 	dir     string // the bench's temporary directory
@@ -204,8 +234,22 @@ type bencher struct {
 	rep         report
 }
 
-// runBenchConfig runs the bench cfg describes and prints its report.
-func runBenchConfig(ctx context.Context, cfg benchConfig, stdout, stderr io.Writer) (err error) {
+// Run runs the bench cfg describes and prints its report to stdout; the
+// daemons' first log lines go to stderr. It takes every setting from cfg
+// (no environment variable), so that the PRCHAT_DATABASE_URL or
+// PRCHAT_REDIS_URL of a real daemon is never benched on, and flushed, by
+// accident.
+func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (err error) {
+	if err := cfg.Check(); err != nil {
+		return err
+	}
+	switch {
+	case len(cfg.Command) == 0:
+		return errors.New("bench: no command to start the daemons with")
+	case cfg.CPUProfile != "" && cfg.InProcess == nil:
+		return errors.New("bench: --cpuprofile needs a daemon in the bench's process")
+	}
+	cfg.Settle = cmp.Or(cfg.Settle, 3*time.Second)
 	b := &bencher{cfg: cfg, stdout: stdout, stderr: stderr, http: newLoadClient(2 * cfg.Clients)}
 	if b.dir, err = os.MkdirTemp("", "prchat-bench-"); err != nil {
 		return err
@@ -554,7 +598,7 @@ func (b *bencher) prepare(ctx context.Context, base string) error {
 	// itself: each first question forks it, the usual case of a
 	// claude-code or codex review, and no run directory is made per turn.
 	if err := b.postJSON(ctx, base+"/api/v1/repos/bench/repo/pulls/1/reviews", map[string]string{
-		"head_sha": b.head, "backend": BenchBackend, "session_id": "bench-review", "run_dir": b.repoDir,
+		"head_sha": b.head, "backend": Backend, "session_id": "bench-review", "run_dir": b.repoDir,
 		"markdown": "The bench review.",
 	}, http.StatusCreated); err != nil {
 		return fmt.Errorf("record the bench review: %w", err)

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"cmp"
@@ -135,9 +135,9 @@ func (b *bencher) idleMemory(ctx context.Context, serve *benchDaemon) {
 	select {
 	case <-ctx.Done():
 		return
-	case <-time.After(b.cfg.settle):
+	case <-time.After(b.cfg.Settle):
 	}
-	what := fmt.Sprintf("idle serve RSS (%s after start)", b.cfg.settle)
+	what := fmt.Sprintf("idle serve RSS (%s after start)", b.cfg.Settle)
 	rss, err := serve.rss()
 	if err != nil {
 		b.rep.add("memory P7", what, "n/a", "< 60 MB", "")
@@ -151,7 +151,7 @@ func (b *bencher) idleMemory(ctx context.Context, serve *benchDaemon) {
 	select {
 	case <-ctx.Done():
 		return
-	case <-time.After(b.cfg.settle):
+	case <-time.After(b.cfg.Settle):
 	}
 	cpu1, err1 := serve.cpu()
 	if err = cmp.Or(err, err1); err != nil {
@@ -159,7 +159,7 @@ func (b *bencher) idleMemory(ctx context.Context, serve *benchDaemon) {
 		return
 	}
 	perSecond := time.Duration(float64(cpu1-cpu0) / time.Since(t0).Seconds())
-	b.rep.add("memory P7", fmt.Sprintf("  idle serve CPU, per second (over %s)", b.cfg.settle), ms(perSecond), "", "")
+	b.rep.add("memory P7", fmt.Sprintf("  idle serve CPU, per second (over %s)", b.cfg.Settle), ms(perSecond), "", "")
 }
 
 // intake measures the floor and the HTTP intake of the serve daemon in

@@ -1,0 +1,245 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/prchat/prchat/chat"
+)
+
+// parse parses args as `prchat bench` does.
+func parse(args ...string) (Config, error) {
+	var c Config
+	fs := flag.NewFlagSet("prchat bench", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	return c, c.Check()
+}
+
+func TestFlags(t *testing.T) {
+	t.Parallel()
+	def, err := parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(allPhases(), def.Phases); diff != "" {
+		t.Errorf("default phases (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]int{100, 500, 2000}, def.Subscribers); diff != "" {
+		t.Errorf("default subscribers (-want +got):\n%s", diff)
+	}
+	c, err := parse("--only", "events, intake,events", "--subscribers", "1,20")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"events", "intake"}, c.Phases); diff != "" {
+		t.Errorf("phases (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]int{1, 20}, c.Subscribers); diff != "" {
+		t.Errorf("subscribers (-want +got):\n%s", diff)
+	}
+	for _, bad := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--only", "speed"}, `unknown phase "speed"`},
+		{[]string{"--only", ","}, "--only names no phase"},
+		{[]string{"--subscribers", "0"}, `"0" is not a count`},
+		{[]string{"--subscribers", ","}, "--subscribers names no count"},
+		{[]string{"--clients", "0"}, "--clients must be between"},
+		{[]string{"--duration", "1ms"}, "--duration must be between"},
+		{[]string{"--turns", "0"}, "--turns must be between"},
+		{[]string{"--concurrency", "1001"}, "--concurrency must be between"},
+	} {
+		if _, err := parse(bad.args...); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%q: %v, want an error with %q", bad.args, err, bad.want)
+		}
+	}
+	// Without events, no subscriber count is needed.
+	if _, err := parse("--only", "intake", "--subscribers", ""); err != nil {
+		t.Errorf("--only intake with no subscribers: %v", err)
+	}
+}
+
+// TestRunRefusesAnIncompleteConfig: Run checks before it starts anything.
+func TestRunRefusesAnIncompleteConfig(t *testing.T) {
+	t.Parallel()
+	c, err := parse("--cpuprofile", "cpu.out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		change func(*Config)
+		want   string
+	}{
+		{func(c *Config) {}, "no command"},
+		{func(c *Config) { c.Command = []string{"prchat"} }, "--cpuprofile needs a daemon in the bench's process"},
+		{func(c *Config) { c.Command, c.Clients = []string{"prchat"}, 0 }, "--clients"},
+	} {
+		c := c
+		tc.change(&c)
+		var out bytes.Buffer
+		if err := Run(t.Context(), c, &out, &out); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Run = %v, want an error with %q", err, tc.want)
+		}
+		if out.Len() > 0 {
+			t.Errorf("Run printed %q before it refused", &out)
+		}
+	}
+}
+
+// TestRunLoadPaced: paced loops start an operation every pace, and an
+// operation that starts late counts its wait in its latency.
+func TestRunLoadPaced(t *testing.T) {
+	t.Parallel()
+	quick := runLoad(t.Context(), 4, 0, 400*time.Millisecond, 20*time.Millisecond, func(context.Context) error { return nil })
+	if quick.ops < 60 || quick.ops > 84 {
+		t.Errorf("4 loops paced at 20ms ran %d operations in 400ms, want about 80", quick.ops)
+	}
+	// One loop whose operation takes 30ms, due every 10ms: each starts
+	// later than the last, and its latency says so.
+	slow := runLoad(t.Context(), 1, 0, 300*time.Millisecond, 10*time.Millisecond, func(context.Context) error {
+		time.Sleep(30 * time.Millisecond)
+		return nil
+	})
+	if n := len(slow.lat); n < 5 || slow.lat[n-1] < 100*time.Millisecond {
+		t.Errorf("paced latencies of an operation slower than the pace = %v, want the last over 100ms", slow.lat)
+	}
+}
+
+func TestPercentiles(t *testing.T) {
+	t.Parallel()
+	var d durations
+	for i := 100; i >= 1; i-- {
+		d = append(d, time.Duration(i)*time.Millisecond)
+	}
+	s := d.sorted()
+	if d[0] != 100*time.Millisecond {
+		t.Error("sorted changed its receiver")
+	}
+	for _, tc := range []struct {
+		p    float64
+		want time.Duration
+	}{{50, 50 * time.Millisecond}, {99, 99 * time.Millisecond}, {100, 100 * time.Millisecond}, {0.5, time.Millisecond}} {
+		if got := s.percentile(tc.p); got != tc.want {
+			t.Errorf("percentile(%v) = %v, want %v", tc.p, got, tc.want)
+		}
+	}
+	if got := s.p50p99(); got != "50.0 ms / 99.0 ms" {
+		t.Errorf("p50p99 = %q", got)
+	}
+	if got := durations(nil).p50p99(); got != "n/a" {
+		t.Errorf("p50p99 of none = %q, want n/a", got)
+	}
+	for _, tc := range []struct {
+		d    time.Duration
+		want string
+	}{{1234 * time.Microsecond, "1.23 ms"}, {12345 * time.Microsecond, "12.3 ms"}, {123456 * time.Microsecond, "123 ms"}} {
+		if got := ms(tc.d); got != tc.want {
+			t.Errorf("ms(%v) = %q, want %q", tc.d, got, tc.want)
+		}
+	}
+	r := loadResult{ops: 10, window: 2 * time.Second, lat: durations{3, 1}}.add(loadResult{ops: 30, errs: 1, window: 2 * time.Second, lat: durations{2}})
+	if r.perSecond() != 10 || r.errs != 1 || cmp.Diff(durations{1, 2, 3}, r.lat) != "" {
+		t.Errorf("merged load = %+v, want 10/s, 1 error, latencies 1 2 3", r)
+	}
+}
+
+// TestReportOrdersSections: the table lists sections in a fixed order
+// whatever order the phases added their rows in, then the notes.
+func TestReportOrdersSections(t *testing.T) {
+	t.Parallel()
+	var r report
+	r.add("events", "delivery", "1 ms", "", "")
+	r.add("floor", "asks/s", "100", "", "")
+	r.add("intake P1", "ratio", "0.90", "≥ 0.70", verdict(true))
+	r.note("a note")
+	var out bytes.Buffer
+	r.print(&out)
+	want := "" +
+		"section    measure   value  goal    \n" +
+		"floor      asks/s    100            \n" +
+		"intake P1  ratio     0.90   ≥ 0.70  met\n" +
+		"events     delivery  1 ms           \n" +
+		"\nnotes:\n  - a note\n"
+	if diff := cmp.Diff(want, out.String()); diff != "" {
+		t.Errorf("report (-want +got):\n%s", diff)
+	}
+}
+
+// TestAgentDirectives: the agent answers at once, or emits the events its
+// question asks for, each stamped with its send time; a resumed session
+// keeps its id.
+func TestAgentDirectives(t *testing.T) {
+	t.Parallel()
+	var a Agent
+	var events []chat.Event
+	before := time.Now().UnixNano()
+	res, err := a.Run(t.Context(), chat.RunRequest{Question: "events=3 interval=1ms hold=1ms"}, func(e chat.Event) { events = append(events, e) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Text != Answer || res.SessionID == "" || res.Usage.Calls != 1 {
+		t.Errorf("result = %+v", res)
+	}
+	if len(events) != 3 {
+		t.Fatalf("%d events, want 3", len(events))
+	}
+	for _, e := range events {
+		if ns, ok := summaryNanos([]byte(`{"type":"tool_result","summary":"` + e.Summary + `"}`)); !ok || ns < before {
+			t.Errorf("event %+v carries no send time after the start", e)
+		}
+	}
+	again, err := a.Run(t.Context(), chat.RunRequest{Question: "q", Mode: chat.SessionResumed, Session: chat.SessionRef{ID: res.SessionID}}, func(chat.Event) {})
+	if err != nil || again.SessionID != res.SessionID {
+		t.Errorf("resumed run = %+v, %v; want session %s", again, err, res.SessionID)
+	}
+	if _, err := chat.ParseAnswer([]byte(Answer), ""); err != nil {
+		t.Errorf("Answer breaks the schema: %v", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := a.Run(ctx, chat.RunRequest{Question: "hold=1h"}, func(chat.Event) {}); err == nil {
+		t.Error("a cancelled run waited out its hold")
+	}
+}
+
+// TestProcessFigures reads this process's RSS and CPU time.
+func TestProcessFigures(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("read on Linux only")
+	}
+	t.Parallel()
+	rss, err := processRSS(os.Getpid())
+	if err != nil || rss < 1<<20 {
+		t.Errorf("RSS = %d, %v; want over 1 MB", rss, err)
+	}
+	cpu0, err := processCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for start := time.Now(); time.Since(start) < 100*time.Millisecond; {
+	}
+	cpu1, err := processCPU(os.Getpid())
+	if err != nil || cpu1 <= cpu0 {
+		t.Errorf("CPU time %v then %v (%v), want it to grow while spinning", cpu0, cpu1, err)
+	}
+	if loadAverage() == "" {
+		t.Error("no load average")
+	}
+	if _, err := processRSS(-1); err == nil {
+		t.Error("RSS of no process: no error")
+	}
+}
