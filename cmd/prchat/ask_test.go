@@ -121,3 +121,27 @@ func TestReviewRecordCommand(t *testing.T) {
 		t.Errorf("missing flags: exit %d, want 2", code)
 	}
 }
+
+// TestAskShowsANoteOnce: the note of a seeded turn, sent as an event when
+// the turn starts and again when it ends, and kept with the turn, is shown
+// once: live on stderr while streaming, else with the answer.
+func TestAskShowsANoteOnce(t *testing.T) {
+	t.Parallel()
+	e := setup(t, mode{name: "embedded"}, nil)
+	gone := e.reviewSession()
+	e.scripted.Forget(gone)
+	e.review("scripted", map[string]any{"session_id": gone})
+	const note = "Started without the review's own context: the review's session is gone"
+
+	e.scripted.Push(scripted.Step{Answer: goodAnswer("seeded")})
+	code, out, errOut := e.askCLI("--repo", e.repo, "--pr", "7", "Why?")
+	if code != 0 || strings.Count(out+errOut, note) != 1 || !strings.Contains(errOut, "note: "+note) {
+		t.Errorf("streamed: exit %d, the note %d times; want it once, on stderr\nstdout:\n%s\nstderr:\n%s", code, strings.Count(out+errOut, note), out, errOut)
+	}
+
+	e.scripted.Push(scripted.Step{Answer: goodAnswer("seeded")})
+	code, out, errOut = e.askCLI("--repo", e.repo, "--pr", "7", "--no-stream", "Why?")
+	if code != 0 || strings.Count(out+errOut, note) != 1 || !strings.Contains(out, note) {
+		t.Errorf("long-polled: exit %d, the note %d times; want it once, on stdout\nstdout:\n%s\nstderr:\n%s", code, strings.Count(out+errOut, note), out, errOut)
+	}
+}

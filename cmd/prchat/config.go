@@ -259,6 +259,7 @@ func (c Config) secrets() []string {
 	for _, raw := range []string{c.DatabaseURL, c.RedisURL} {
 		if u, err := url.Parse(raw); err == nil && u.User != nil {
 			if p, ok := u.User.Password(); ok {
+				// The masker adds its escaped spellings.
 				out = append(out, p)
 			}
 		}

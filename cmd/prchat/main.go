@@ -80,7 +80,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.As(err, &usage):
-		fmt.Fprintf(stderr, "prchat %s: %v\nRun 'prchat %s --help' for usage.\n", cmd, err, cmd)
+		fmt.Fprintf(stderr, "prchat %s: %v (see --help)\n", cmd, err)
 		return 2
 	case err != nil:
 		fmt.Fprintf(stderr, "prchat %s: %v\n", cmd, err)

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prchat/prchat/agentsession/agentsessiontest"
+	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/cmd/prchat/bench"
+)
+
+// run runs prchat with args and the environment env, and returns its exit
+// code and output.
+func run(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = Main(t.Context(), args, func(k string) string { return env[k] }, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// TestHelpPrintsToStdout: --help (and -h) of every command prints its
+// usage to stdout and exits 0.
+func TestHelpPrintsToStdout(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"help"}, {"--help"},
+		{"serve", "--help"}, {"api", "-h"}, {"worker", "--help"}, {"migrate", "--help"},
+		{"ask", "--help"}, {"review", "--help"}, {"review", "record", "-h"}, {"bench", "--help"},
+	} {
+		code, out, errOut := run(t, nil, args...)
+		if code != 0 || !strings.HasPrefix(out, "Usage: prchat") || errOut != "" {
+			t.Errorf("prchat %s: exit %d, stdout %.40q, stderr %q; want 0 and the usage on stdout", strings.Join(args, " "), code, out, errOut)
+		}
+	}
+	_, out, _ := run(t, nil, "ask", "--help")
+	if !strings.Contains(out, "-no-stream") {
+		t.Errorf("ask --help lacks its flags:\n%s", out)
+	}
+	_, out, _ = run(t, nil, "bench", "--help")
+	if !strings.Contains(out, "-subscribers") || !strings.Contains(out, "--bench-agent") {
+		t.Errorf("bench --help lacks its flags or the daemons' --bench-agent:\n%s", out)
+	}
+}
+
+// TestUsageMistakesExitTwo: a mistake in the command line exits 2 with one
+// line that names the command once, and starts nothing.
+func TestUsageMistakesExitTwo(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "extra"}, `prchat serve: unexpected argument "extra" (see --help)`},
+		{[]string{"serve", "--no-such-flag"}, "prchat serve: flag provided but not defined: -no-such-flag (see --help)"},
+		{[]string{"migrate", "--bench-agent"}, "prchat migrate: flag provided but not defined: -bench-agent (see --help)"},
+		{[]string{"ask", "--pr", "abc", "q"}, `prchat ask: invalid value "abc" for flag -pr: parse error (see --help)`},
+		{[]string{"ask", "--repo", "a/b", "--pr", "1"}, "prchat ask: a question is required (see --help)"},
+		{[]string{"ask", "--repo", "a/b", "q"}, "prchat ask: give --repo and --pr for a new conversation, or --conversation (see --help)"},
+		{[]string{"review"}, "prchat review: the only review subcommand is record (see --help)"},
+		{[]string{"review", "record", "--pr", "x"}, `prchat review: invalid value "x" for flag -pr: parse error (see --help)`},
+		{[]string{"review", "record", "--repo", "a/b"}, "prchat review: --repo, --pr and --markdown-file are required (see --help)"},
+		{[]string{"bench", "--only", "speed"}, `prchat bench: invalid value "speed" for flag -only: unknown phase "speed"`},
+		{[]string{"bench", "--clients", "0"}, "prchat bench: --clients must be between 1 and 4096 (see --help)"},
+		{[]string{"bench", "extra"}, `prchat bench: unexpected argument "extra" (see --help)`},
+	} {
+		code, out, errOut := run(t, map[string]string{"PRCHAT_SERVER": "http://127.0.0.1:1"}, tc.args...)
+		cmd := "prchat " + tc.args[0]
+		if code != 2 || out != "" || !strings.HasPrefix(errOut, tc.want) || strings.Count(errOut, "\n") != 1 || strings.Count(errOut, cmd) != 1 {
+			t.Errorf("prchat %s: exit %d, stdout %q, stderr %q; want 2 and one line %q", strings.Join(tc.args, " "), code, out, errOut, tc.want)
+		}
+	}
+	if code, _, errOut := run(t, nil); code != 2 || !strings.HasPrefix(errOut, "Usage: prchat") {
+		t.Errorf("prchat alone: exit %d, stderr %q; want 2 and the usage", code, errOut)
+	}
+	if code, _, errOut := run(t, nil, "frobnicate"); code != 2 || !strings.HasPrefix(errOut, `prchat: unknown command "frobnicate"`) {
+		t.Errorf("unknown command: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestBadSettingsRefusedAtStart: a setting out of its range stops the
+// daemon before it opens anything, with a message naming the variable.
+func TestBadSettingsRefusedAtStart(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env, value, want string
+	}{
+		{"PRCHAT_DEFAULT_BACKEND", "gpt", `prchat serve: PRCHAT_DEFAULT_BACKEND (--default-backend): "gpt" is none of local, openai, claude-code, codex`},
+		{"PRCHAT_TURN_TIMEOUT", "-5m", "prchat serve: PRCHAT_TURN_TIMEOUT (--turn-timeout): must be above zero, not -5m0s"},
+		{"PRCHAT_TURN_TIMEOUT", "0s", "prchat serve: PRCHAT_TURN_TIMEOUT (--turn-timeout): must be above zero, not 0s"},
+	} {
+		dir := t.TempDir()
+		code, _, errOut := run(t, map[string]string{tc.env: tc.value, "PRCHAT_DATA_DIR": dir, "PRCHAT_LISTEN": "127.0.0.1:0"}, "serve")
+		if code != 1 || strings.TrimSpace(errOut) != tc.want {
+			t.Errorf("%s=%s: exit %d, stderr %q; want 1 and %q", tc.env, tc.value, code, errOut, tc.want)
+		}
+	}
+	// Each backend named is taken.
+	for _, b := range defaultBackends() {
+		cfg, err := loadConfig("serve", []string{"--default-backend", b}, func(string) string { return "" }, io.Discard)
+		if err != nil || cfg.DefaultBackend != b {
+			t.Errorf("--default-backend %s: %v, %q", b, err, cfg.DefaultBackend)
+		}
+	}
+}
+
+// TestSecretsOfTheURLs: the passwords in the database and Redis URLs are
+// among the masked secrets, decoded; a URL without one adds nothing.
+func TestSecretsOfTheURLs(t *testing.T) {
+	t.Parallel()
+	c := Config{DatabaseURL: "postgres://prchat:pg%40pass-1@db:5432/prchat", RedisURL: "redis://:redis-pass-2@cache:6379/0"}
+	got := c.secrets()
+	for _, want := range []string{"pg@pass-1", "redis-pass-2"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("secrets %q lack %q", got, want)
+		}
+	}
+	c = Config{DatabaseURL: "postgres://prchat@db/prchat", RedisURL: "redis://cache:6379/0"}
+	for _, s := range c.secrets() {
+		if s != "" {
+			t.Errorf("secrets of URLs without passwords = %q", c.secrets())
+		}
+	}
+}
+
+// TestBenchAgentFlag: --bench-agent, off by default, registers the bench's
+// agent, which then answers a question about a review it wrote; without
+// it no review can name the bench agent.
+func TestBenchAgentFlag(t *testing.T) {
+	t.Parallel()
+	if cfg, err := loadConfig("serve", nil, func(string) string { return "" }, io.Discard); err != nil || cfg.BenchAgent {
+		t.Fatalf("default: bench agent %v (%v), want off", cfg.BenchAgent, err)
+	}
+	repo := agentsessiontest.NewRepo(t, map[string]string{"bench.txt": "bench\n"})
+	boot := func(t *testing.T, args ...string) string {
+		env := map[string]string{"PRCHAT_DATA_DIR": t.TempDir(), "PRCHAT_LISTEN": "127.0.0.1:0", "PRCHAT_LOG_LEVEL": "error"}
+		d, _, _, err := startDaemon(context.Background(), "serve", args, func(k string) string { return env[k] }, io.Discard, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(d.Stop)
+		doAt(t, d.URL(), "POST", "/api/v1/repos", map[string]any{"name": "bench/repo", "clone_path": repo.Dir}, http.StatusCreated, nil)
+		return d.URL()
+	}
+	review := map[string]any{"head_sha": repo.Head(), "backend": bench.Backend, "markdown": "r"}
+
+	t.Run("off", func(t *testing.T) {
+		t.Parallel()
+		var e struct{ Error struct{ Code string } }
+		doAt(t, boot(t), "POST", "/api/v1/repos/bench/repo/pulls/1/reviews", review, http.StatusUnprocessableEntity, &e)
+		if e.Error.Code != "unsupported_backend" {
+			t.Errorf("review naming the bench agent without --bench-agent: %+v, want unsupported_backend", e)
+		}
+	})
+	t.Run("on", func(t *testing.T) {
+		t.Parallel()
+		base := boot(t, "--bench-agent")
+		doAt(t, base, "POST", "/api/v1/repos/bench/repo/pulls/1/reviews", review, http.StatusCreated, nil)
+		var asked struct{ Conversation struct{ ID string } }
+		doAt(t, base, "POST", "/api/v1/repos/bench/repo/pulls/1/reviews/1/conversations", map[string]any{"question": "q"}, http.StatusAccepted, &asked)
+		var turn turnJSON
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && !chat.State(turn.State).Final(); {
+			doAt(t, base, "GET", "/api/v1/conversations/"+asked.Conversation.ID+"/turns/1?wait=5s", nil, http.StatusOK, &turn)
+		}
+		if turn.State != "succeeded" || turn.Answer == nil || turn.Answer.AnswerMarkdown != "ok" {
+			t.Errorf("turn = %+v, want the bench agent's answer", turn)
+		}
+	})
+}
