@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/prchat/prchat/agentsession/agentsessiontest"
 	"github.com/prchat/prchat/agentsession/claude"
 	"github.com/prchat/prchat/agentsession/claude/claudetest"
 	"github.com/prchat/prchat/agentsession/fakeapi/anthropic"
@@ -36,9 +36,7 @@ func TestClaudeConversation(t *testing.T) {
 	// The review: claude ran in a checkout of the head, read a file and
 	// wrote its review.
 	reviewDir := filepath.Join(t.TempDir(), "review")
-	if out, err := exec.Command("git", "-C", e.repoDir, "worktree", "add", "--detach", "--quiet", reviewDir, e.head).CombinedOutput(); err != nil {
-		t.Fatalf("git worktree add: %v\n%s", err, out)
-	}
+	agentsessiontest.Git(t, e.repoDir, "worktree", "add", "--detach", "--quiet", reviewDir, e.head)
 	api.Push(
 		anthropic.ToolUse("Read", map[string]any{"file_path": filepath.Join(reviewDir, "settings", "settings.go")}),
 		anthropic.Text("REVIEW-E2E-C: Load refuses an empty path."),

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prchat/prchat/agentsession/agentsessiontest"
 	"github.com/prchat/prchat/agentsession/codex"
 	"github.com/prchat/prchat/agentsession/codex/codextest"
 	"github.com/prchat/prchat/agentsession/fakeapi/responses"
@@ -37,9 +38,7 @@ func TestCodexConversation(t *testing.T) {
 	// The review: codex ran in a checkout of the head, read a file and
 	// wrote its review.
 	reviewDir := filepath.Join(t.TempDir(), "review")
-	if out, err := exec.Command("git", "-C", e.repoDir, "worktree", "add", "--detach", "--quiet", reviewDir, e.head).CombinedOutput(); err != nil {
-		t.Fatalf("git worktree add: %v\n%s", err, out)
-	}
+	agentsessiontest.Git(t, e.repoDir, "worktree", "add", "--detach", "--quiet", reviewDir, e.head)
 	api.Push(
 		responses.Reply{Calls: []responses.Call{responses.Shell("cat settings/settings.go")}},
 		responses.Reply{Text: "REVIEW-E2E: Load refuses an empty path."},

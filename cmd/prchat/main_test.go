@@ -7,18 +7,17 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prchat/prchat/agentsession/agentsessiontest"
 	"github.com/prchat/prchat/agentsession/scripted"
 	"github.com/prchat/prchat/chat"
-	"github.com/prchat/prchat/store"
+	"github.com/prchat/prchat/store/storetest"
 	"github.com/prchat/prchat/worker/workertest"
 )
 
@@ -44,28 +43,7 @@ func modes(t *testing.T) []mode {
 // schema of the test's own, dropped when the test ends.
 func postgresURL(t *testing.T) string {
 	t.Helper()
-	base := os.Getenv("PRCHAT_TEST_DATABASE_URL")
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	schema := "prchat_e2e_" + strings.ReplaceAll(uuid.NewString(), "-", "")
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	ctx := context.Background()
-	st, err := store.Open(ctx, store.Config{DatabaseURL: u.String(), MaxOpenConns: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.DB().WithContext(ctx).Exec("CREATE SCHEMA " + schema).Error; err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = st.DB().WithContext(context.Background()).Exec("DROP SCHEMA " + schema + " CASCADE").Error
-		_ = st.Close()
-	})
-	return u.String()
+	return storetest.PostgresURL(t, os.Getenv(storetest.EnvDatabaseURL))
 }
 
 // env is a booted daemon with a registered repository.
@@ -146,37 +124,13 @@ func (e *env) boot(r role, cfg Config) *daemon {
 // and base.
 func gitRepo(t *testing.T) (dir, head, base string) {
 	t.Helper()
-	dir = t.TempDir()
-	git := func(args ...string) string {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
-			"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	write := func(name, text string) {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	git("init", "-q", "-b", "main")
-	write("main.go", "package main\n\nfunc main() {\n\tloadSettings(\"app.toml\")\n}\n")
-	write("settings/settings.go", "package settings\n\n// Load reads the file.\nfunc Load(path string) error {\n\treturn nil\n}\n")
-	git("add", ".")
-	git("commit", "-q", "-m", "first")
-	base = git("rev-parse", "HEAD")
-	write("settings/settings.go", "package settings\n\nimport \"errors\"\n\nvar errEmptyPath = errors.New(\"empty path\")\n\n// Load reads the settings file at path.\nfunc Load(path string) error {\n\tif path == \"\" {\n\t\treturn errEmptyPath\n\t}\n\treturn nil\n}\n")
-	git("commit", "-q", "-am", "second")
-	head = git("rev-parse", "HEAD")
-	return dir, head, base
+	r := agentsessiontest.NewRepo(t, map[string]string{
+		"main.go":              "package main\n\nfunc main() {\n\tloadSettings(\"app.toml\")\n}\n",
+		"settings/settings.go": "package settings\n\n// Load reads the file.\nfunc Load(path string) error {\n\treturn nil\n}\n",
+	}, map[string]string{
+		"settings/settings.go": "package settings\n\nimport \"errors\"\n\nvar errEmptyPath = errors.New(\"empty path\")\n\n// Load reads the settings file at path.\nfunc Load(path string) error {\n\tif path == \"\" {\n\t\treturn errEmptyPath\n\t}\n\treturn nil\n}\n",
+	})
+	return r.Dir, r.Head(), r.Commits[0]
 }
 
 // do sends a JSON request and checks the status; out receives the body.

@@ -8,7 +8,6 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/prchat/prchat/worker/workertest"
-	"github.com/redis/go-redis/v9"
 )
 
 // splitSetup prepares a test whose API and worker run as separate daemons
@@ -24,17 +23,6 @@ func splitSetup(t *testing.T, m mode) *env {
 	return e
 }
 
-func redisClient(t *testing.T, rawURL string) *redis.Client {
-	t.Helper()
-	opt, err := redis.ParseURL(rawURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := redis.NewClient(opt)
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 // TestReconcilerRecoversLostJobs: Redis loses every job of queued turns;
 // the worker's reconciler enqueues them again and they are answered.
 func TestReconcilerRecoversLostJobs(t *testing.T) {
@@ -46,7 +34,7 @@ func TestReconcilerRecoversLostJobs(t *testing.T) {
 			v := e.review("local", nil)
 			a, _ := e.ask(v, "Where is Load?")
 			b, _ := e.ask(v, "Where is main?")
-			rdb := redisClient(t, e.cfg.RedisURL)
+			rdb := workertest.Connect(t, e.cfg.RedisURL)
 			if n, err := rdb.Keys(context.Background(), "asynq:*").Result(); err != nil || len(n) == 0 {
 				t.Fatalf("expected asynq keys before the flush, got %v %v", n, err)
 			}
@@ -82,7 +70,7 @@ func TestReconcilerSettlesArchivedJobs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			insp := asynq.NewInspectorFromRedisClient(redisClient(t, e.cfg.RedisURL))
+			insp := asynq.NewInspectorFromRedisClient(workertest.Connect(t, e.cfg.RedisURL))
 			if err := insp.ArchiveTask("turns", turn.ID); err != nil {
 				t.Fatalf("archive task: %v", err)
 			}

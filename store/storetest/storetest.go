@@ -81,6 +81,14 @@ func NewSQLite(t testing.TB) *store.Store {
 // ends.
 func NewPostgres(t testing.TB, databaseURL string) *store.Store {
 	t.Helper()
+	return open(t, store.Config{DatabaseURL: PostgresURL(t, databaseURL), MaxOpenConns: maxOpenConns})
+}
+
+// PostgresURL returns databaseURL with its search_path set to a new, empty
+// schema of the test's own, dropped when the test ends: for a test that
+// hands a database to a whole daemon, which migrates it itself.
+func PostgresURL(t testing.TB, databaseURL string) string {
+	t.Helper()
 	u, err := url.Parse(databaseURL)
 	if err != nil {
 		t.Fatalf("storetest: parse %s: %v", EnvDatabaseURL, err)
@@ -89,30 +97,26 @@ func NewPostgres(t testing.TB, databaseURL string) *store.Store {
 	q := u.Query()
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
-
-	ctx := context.Background()
-	s, err := store.Open(ctx, store.Config{DatabaseURL: u.String(), MaxOpenConns: maxOpenConns})
-	if err != nil {
-		t.Fatalf("storetest: %v", err)
+	// The schema is made and dropped on a connection whose search_path
+	// names it before it exists, which Postgres allows.
+	exec := func(sql string) error {
+		ctx := context.Background()
+		s, err := store.Open(ctx, store.Config{DatabaseURL: u.String(), MaxOpenConns: 1})
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		return s.DB().WithContext(ctx).Exec(sql).Error
 	}
-	// The schema is made and dropped through the store's own pool: its
-	// search_path names the schema before it exists, which Postgres allows.
-	if err := s.DB().WithContext(ctx).Exec(`CREATE SCHEMA ` + schema).Error; err != nil {
-		_ = s.Close()
+	if err := exec(`CREATE SCHEMA ` + schema); err != nil {
 		t.Fatalf("storetest: create schema %s: %v", schema, err)
 	}
 	t.Cleanup(func() {
-		if err := s.DB().WithContext(context.Background()).Exec(`DROP SCHEMA ` + schema + ` CASCADE`).Error; err != nil {
+		if err := exec(`DROP SCHEMA ` + schema + ` CASCADE`); err != nil {
 			t.Errorf("storetest: drop schema %s: %v", schema, err)
 		}
-		if err := s.Close(); err != nil {
-			t.Errorf("storetest: close store: %v", err)
-		}
 	})
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatalf("storetest: %v", err)
-	}
-	return s
+	return u.String()
 }
 
 func open(t testing.TB, cfg store.Config) *store.Store {

@@ -66,7 +66,14 @@ func RedisURL(t testing.TB) string {
 // Client returns a client of RedisURL(t), closed when the test ends.
 func Client(t testing.TB) *redis.Client {
 	t.Helper()
-	opt, err := redis.ParseURL(RedisURL(t))
+	return Connect(t, RedisURL(t))
+}
+
+// Connect returns a client of the Redis at rawURL (one RedisURL returned),
+// closed when the test ends.
+func Connect(t testing.TB, rawURL string) *redis.Client {
+	t.Helper()
+	opt, err := redis.ParseURL(rawURL)
 	if err != nil {
 		t.Fatalf("parse test redis url: %v", err)
 	}
