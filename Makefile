@@ -2,12 +2,17 @@
 
 GO ?= go
 
-.PHONY: test build lint serve
+.PHONY: test test-bench build lint serve
 
 # test runs every test: the embedded SQLite and Redis by default, the real
 # Postgres and Redis when PRCHAT_TEST_DATABASE_URL / PRCHAT_TEST_REDIS_URL are set.
 test:
 	$(GO) test -count=1 -timeout 30m ./...
+
+# test-bench runs the whole bench in a tiny configuration (it boots daemons
+# for a while; .ci/run runs it after test).
+test-bench:
+	PRCHAT_TEST_BENCH=1 $(GO) test -count=1 -timeout 10m -run '^TestBench$$' ./cmd/prchat
 
 build:
 	$(GO) build -o bin/prchat ./cmd/prchat
