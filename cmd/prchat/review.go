@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/cmd/prchat/client"
 )
 
 const reviewUsage = `Usage: prchat review record [flags]
@@ -93,9 +94,9 @@ func runReview(ctx context.Context, args []string, getenv func(string) string, s
 		}
 		body["sections"] = s
 	}
-	c := &client{base: strings.TrimRight(*server, "/"), token: getenv("PRCHAT_TOKEN"), http: httpClient()}
+	c := client.New(*server, getenv("PRCHAT_TOKEN"))
 	var r chat.Review
-	if err := c.do(ctx, "POST", fmt.Sprintf("/api/v1/repos/%s/pulls/%d/reviews", *repo, *pr), body, &r); err != nil {
+	if err := c.Do(ctx, "POST", fmt.Sprintf("/api/v1/repos/%s/pulls/%d/reviews", *repo, *pr), body, &r); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "recorded review version %d of %s#%d (head %s)\n", r.Version, r.Repository, r.PR, r.HeadSHA)

@@ -1,0 +1,365 @@
+// Package client speaks prchat's HTTP API for the command-line tools
+// (prchat ask, prchat review): requests and the contract's errors, a
+// turn's long poll and event stream, and a settled turn printed for a
+// terminal.
+package client
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prchat/prchat/chat"
+)
+
+// IsTerminal reports whether w is a terminal.
+func IsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// Client speaks to a prchat server.
+type Client struct {
+	base  string
+	token string
+	http  *http.Client
+}
+
+// New returns a client of the prchat server at base (its URL), which
+// sends token (if any) as a bearer token.
+func New(base, token string) *Client {
+	return &Client{base: strings.TrimRight(base, "/"), token: token, http: &http.Client{}}
+}
+
+func (c *Client) request(ctx context.Context, method, path string, body any) (*http.Request, error) {
+	var rd io.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = strings.NewReader(string(raw))
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	return req, nil
+}
+
+// Do sends a request to the API path and decodes its JSON answer into
+// out, or returns the contract's error as "code: message".
+func (c *Client) Do(ctx context.Context, method, path string, body, out any) error {
+	req, err := c.request(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("reach prchat at %s: %w", c.base, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		var e struct {
+			Error struct{ Code, Message string }
+		}
+		if json.Unmarshal(raw, &e) == nil && e.Error.Code != "" {
+			return fmt.Errorf("%s: %s", e.Error.Code, e.Error.Message)
+		}
+		return fmt.Errorf("%s %s: HTTP %d", method, path, resp.StatusCode)
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(raw, out)
+}
+
+// Poll long-polls turn n of conversation conv until it settles.
+func (c *Client) Poll(ctx context.Context, conv string, n int) (chat.Turn, error) {
+	for {
+		var t chat.Turn
+		if err := c.Do(ctx, "GET", fmt.Sprintf("/api/v1/conversations/%s/turns/%d?wait=30s", url.PathEscape(conv), n), nil, &t); err != nil {
+			return t, err
+		}
+		if t.State.Final() {
+			return t, nil
+		}
+	}
+}
+
+// Stream follows the events of turn n of conversation conv, showing them
+// on sp, reconnecting with Last-Event-ID when the connection drops. It
+// returns the settled turn.
+func (c *Client) Stream(ctx context.Context, conv string, n int, sp *Progress) (chat.Turn, error) {
+	defer sp.clear()
+	last := ""
+	for attempt := 0; ; attempt++ {
+		final, err := c.follow(ctx, conv, n, &last, sp)
+		if final {
+			break
+		}
+		if ctx.Err() != nil {
+			return chat.Turn{}, ctx.Err()
+		}
+		if attempt >= 5 {
+			return chat.Turn{}, fmt.Errorf("follow the turn's events: %w", err)
+		}
+		time.Sleep(time.Duration(attempt+1) * 300 * time.Millisecond)
+	}
+	sp.clear()
+	var t chat.Turn
+	err := c.Do(ctx, "GET", fmt.Sprintf("/api/v1/conversations/%s/turns/%d", url.PathEscape(conv), n), nil, &t)
+	return t, err
+}
+
+// follow reads one connection of the event stream; final is true once the
+// done or error event arrived.
+func (c *Client) follow(ctx context.Context, conv string, n int, last *string, sp *Progress) (final bool, err error) {
+	req, err := c.request(ctx, "GET", fmt.Sprintf("/api/v1/conversations/%s/turns/%d/events", url.PathEscape(conv), n), nil)
+	if err != nil {
+		return false, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if *last != "" {
+		req.Header.Set("Last-Event-ID", *last)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return false, fmt.Errorf("events: HTTP %d", resp.StatusCode)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 8<<20)
+	var id, data string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "id: "):
+			id = line[4:]
+		case strings.HasPrefix(line, "data: "):
+			data = line[6:]
+		case line == "" && data != "":
+			var e map[string]any
+			if err := json.Unmarshal([]byte(data), &e); err == nil {
+				*last = id
+				if sp.event(e) {
+					return true, nil
+				}
+			}
+			id, data = "", ""
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return false, err
+	}
+	return false, errors.New("the event stream ended early")
+}
+
+// Progress shows what the agent is doing on one line of a terminal (or a
+// line each when w is not a terminal), and each line of its notes once.
+type Progress struct {
+	w     io.Writer
+	tty   bool
+	frame int
+	shown bool
+	// notes are the note lines shown, which PrintTurn does not repeat.
+	notes map[string]bool
+}
+
+// NewProgress returns a Progress writing to w, a terminal if tty.
+func NewProgress(w io.Writer, tty bool) *Progress { return &Progress{w: w, tty: tty} }
+
+var spinFrames = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
+
+// event shows an event; it reports whether the event ends the turn.
+func (s *Progress) event(e map[string]any) bool {
+	str := func(k string) string { v, _ := e[k].(string); return v }
+	switch str("type") {
+	case chat.EventToolStart:
+		s.show(fmt.Sprintf("%s %s", str("tool_name"), summarizeInput(e["input"])))
+	case chat.EventToolResult:
+		s.show(fmt.Sprintf("%s: %s", str("tool_name"), firstLine(str("summary"))))
+	case chat.EventTextDelta:
+		s.show("writing the answer")
+	case chat.EventState:
+		s.show(str("state"))
+	case chat.EventNote:
+		for _, line := range strings.Split(str("text"), "\n") {
+			if line == "" || s.notes[line] {
+				continue
+			}
+			if s.notes == nil {
+				s.notes = map[string]bool{}
+			}
+			s.notes[line] = true
+			s.clear()
+			fmt.Fprintf(s.w, "note: %s\n", line)
+		}
+	case chat.EventDone, chat.EventError:
+		s.clear()
+		return true
+	}
+	return false
+}
+
+func (s *Progress) show(text string) {
+	text = firstLine(text)
+	if len(text) > 100 {
+		text = text[:100] + "…"
+	}
+	if !s.tty {
+		fmt.Fprintf(s.w, "· %s\n", text)
+		return
+	}
+	s.frame = (s.frame + 1) % len(spinFrames)
+	fmt.Fprintf(s.w, "\r\033[K%s %s", spinFrames[s.frame], text)
+	s.shown = true
+}
+
+func (s *Progress) clear() {
+	if s.tty && s.shown {
+		fmt.Fprint(s.w, "\r\033[K")
+		s.shown = false
+	}
+}
+
+func summarizeInput(v any) string {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return ""
+	}
+	for _, k := range []string{"path", "file_path", "pattern", "query", "command"} {
+		if s, ok := m[k].(string); ok {
+			return s
+		}
+	}
+	return ""
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// PrintTurn prints a settled turn for a reader, styled for a terminal if
+// tty: the answer as readable markdown and its citations, or why it
+// failed, and the lines of its note that shown (if any) did not show.
+func PrintTurn(w io.Writer, t chat.Turn, tty bool, shown *Progress) {
+	if t.Answer != nil {
+		fmt.Fprintln(w, renderMarkdown(t.Answer.AnswerMarkdown, tty))
+		if len(t.Answer.Citations) > 0 {
+			fmt.Fprintln(w)
+			fmt.Fprintln(w, style("Citations", bold, tty))
+			for _, c := range t.Answer.Citations {
+				fmt.Fprintf(w, "  %s:%d-%d\n", c.Path, c.StartLine, c.EndLine)
+			}
+		}
+		if t.Answer.SuggestsFix != nil {
+			fmt.Fprintf(w, "\n%s %s\n", style("Suggested fix:", bold, tty), t.Answer.SuggestsFix.Summary)
+		}
+	}
+	var note []string
+	for _, line := range strings.Split(t.Note, "\n") {
+		if line != "" && (shown == nil || !shown.notes[line]) {
+			note = append(note, line)
+		}
+	}
+	if len(note) > 0 {
+		fmt.Fprintf(w, "\n%s\n", style(strings.Join(note, "\n"), dim, tty))
+	}
+	if t.State != chat.StateSucceeded {
+		fmt.Fprintf(w, "The turn %s (%s).\n", t.State, t.Reason)
+	}
+	if t.Usage.CostUSD != nil {
+		fmt.Fprintln(w, style(fmt.Sprintf("%d in / %d out tokens, %d calls, $%s", t.Usage.InputTokens, t.Usage.OutputTokens, t.Usage.Calls, strconv.FormatFloat(*t.Usage.CostUSD, 'f', 4, 64)), dim, tty))
+	}
+}
+
+const (
+	bold = "\033[1m"
+	dim  = "\033[2m"
+	cyan = "\033[36m"
+)
+
+func style(s, code string, tty bool) string {
+	if !tty {
+		return s
+	}
+	return code + s + "\033[0m"
+}
+
+// renderMarkdown makes markdown easier to read in a terminal: headings in
+// bold, bullets as •, code blocks indented, inline code and bold marked.
+func renderMarkdown(md string, tty bool) string {
+	var b strings.Builder
+	inCode := false
+	for _, line := range strings.Split(strings.TrimRight(md, "\n"), "\n") {
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(trimmed, "```"):
+			inCode = !inCode
+			continue
+		case inCode:
+			b.WriteString("    " + style(line, cyan, tty) + "\n")
+			continue
+		case strings.HasPrefix(trimmed, "#"):
+			b.WriteString(style(strings.TrimSpace(strings.TrimLeft(trimmed, "#")), bold, tty) + "\n")
+			continue
+		case strings.HasPrefix(trimmed, "- "), strings.HasPrefix(trimmed, "* "):
+			indent := line[:len(line)-len(strings.TrimLeft(line, " "))]
+			line = indent + "• " + trimmed[2:]
+		}
+		b.WriteString(inline(line, tty) + "\n")
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// inline renders **bold** and `code` spans.
+func inline(s string, tty bool) string {
+	var b strings.Builder
+	for len(s) > 0 {
+		switch {
+		case strings.HasPrefix(s, "**"):
+			if j := strings.Index(s[2:], "**"); j >= 0 {
+				b.WriteString(style(s[2:2+j], bold, tty))
+				s = s[4+j:]
+				continue
+			}
+		case s[0] == '`':
+			if j := strings.IndexByte(s[1:], '`'); j >= 0 {
+				b.WriteString(style(s[1:1+j], cyan, tty))
+				s = s[2+j:]
+				continue
+			}
+		}
+		b.WriteByte(s[0])
+		s = s[1:]
+	}
+	return b.String()
+}
