@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -43,7 +41,7 @@ func TestCodexConversation(t *testing.T) {
 		responses.Reply{Calls: []responses.Call{responses.Shell("cat settings/settings.go")}},
 		responses.Reply{Text: "REVIEW-E2E: Load refuses an empty path."},
 	)
-	reviewID := bareCodex(t, cfg, reviewDir)
+	reviewID := codextest.Bare(t, cfg, reviewDir, "read-only", "Review this pull request.")
 	v := e.review(chat.BackendCodex, map[string]any{
 		"session_id": reviewID, "session_host": e.cfg.WorkerID, "run_dir": reviewDir, "model": codextest.Model,
 	})
@@ -133,32 +131,4 @@ func TestCodexConversation(t *testing.T) {
 	if n := api.Pending(); n != 0 {
 		t.Errorf("%d scripted replies were not used", n)
 	}
-}
-
-// bareCodex runs `codex exec` itself in dir, as the reviewing agent did, and
-// returns the id of the session it made.
-func bareCodex(t *testing.T, cfg codex.Config, dir string) string {
-	t.Helper()
-	// No shell snapshot: its background login shell would outlive the run.
-	args := append([]string{"exec", "--json", "-C", dir, "-s", "read-only", "-m", codextest.Model,
-		"--disable", "shell_snapshot"}, cfg.ExtraArgs...)
-	cmd := exec.CommandContext(t.Context(), cfg.Bin, append(args, "--", "Review this pull request.")...)
-	cmd.Env = append(append(os.Environ(), cfg.Env...), "CODEX_HOME="+cfg.Home)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("codex exec: %v\n%s", err, stderr.Bytes())
-	}
-	for line := range strings.SplitSeq(string(out), "\n") {
-		var ev struct {
-			Type     string `json:"type"`
-			ThreadID string `json:"thread_id"`
-		}
-		if json.Unmarshal([]byte(line), &ev) == nil && ev.Type == "thread.started" {
-			return ev.ThreadID
-		}
-	}
-	t.Fatalf("codex exec started no session:\n%s", out)
-	return ""
 }
