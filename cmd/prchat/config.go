@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -215,11 +216,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string, help io.W
 	all := settings()
 	values := make([]*string, len(all))
 	for i, s := range all {
-		v := s.def
-		if e := getenv(s.env); e != "" {
-			v = e
-		}
-		values[i] = fs.String(s.flagName(), v, s.help)
+		values[i] = fs.String(s.flagName(), cmp.Or(getenv(s.env), s.def), s.help)
 	}
 	fs.Usage = func() {
 		out := fs.Output()
