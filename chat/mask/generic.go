@@ -56,10 +56,15 @@ var passwordSuffixes = []string{"password", "passwd", "pwd", "pass", "passphrase
 var secretSuffixes = []string{
 	"secret", "secretkey", "secretkeybase", "token", "apikey", "accesskey", "privatekey",
 	"appkey", "authkey", "masterkey", "encryptionkey", "signingkey", "credential",
-	"credentials", "sessionkey", "accountkey", "licensekey",
+	"credentials", "creds", "sessionkey", "accountkey", "licensekey", "auth", "secretstring",
 }
 
 func (k *normKey) kind() keyKind {
+	// public keys and tokens, and CSRF tokens (bound to a session, shown in
+	// every form) are not secrets
+	if k.contains("public") || k.contains("csrf") || k.contains("xsrf") {
+		return kindNone
+	}
 	for _, s := range passwordSuffixes {
 		if k.hasSuffix(s) {
 			return kindPassword
@@ -74,9 +79,19 @@ func (k *normKey) kind() keyKind {
 }
 
 // matchAssign is the generic rule: a key whose name says it holds a secret,
-// an assignment operator (= : := => and their quoted JSON/YAML forms), and a
-// value that looks like a secret rather than code, a reference or a
-// placeholder. Only the value is masked.
+// an assignment operator, and a value that looks like a secret rather than
+// code, a reference or a placeholder. Only the value is masked. The forms
+// it reads:
+//
+//	key = v, key: v, key := v, key => v         (code, YAML, .env, Ruby, logstash)
+//	key ?= v, key ::= v, key :::= v, key += v   (Makefile)
+//	$key .= v, $key ??= v, key ||= v            (PHP, JavaScript)
+//	var key string = v, const key: string = v   (typed declarations)
+//	String key = v                              (Java, C#: the type comes first)
+//	f("KEY", "v")                               (System.setProperty, os.Setenv, getEnvOrDefault)
+//	<key>v</key>, <key>\n  v\n</key>             (XML, the value may be on its own line)
+//
+// with the key and the value quoted or not (also JSON-escaped quotes).
 func matchAssign(v *view, ks, ke int, _ string, _ *spec) result {
 	s := v.s
 	a := ks
@@ -90,17 +105,22 @@ func matchAssign(v *view, ks, ke int, _ string, _ *spec) result {
 	// The assignment operator is checked before the key name: most keyword
 	// hits are words in prose or code and fail here cheaply.
 	i := b
+	var kq byte // the key's closing quote
 	switch c := v.at(i); {
 	case c == '\\' && v.at(i+1) == '"':
+		kq = '"'
 		i += 2
 	case c == '"' || c == '\'' || c == '`':
+		kq = byte(c)
 		i++
 	}
 	if v.at(i) == ']' {
 		i++ // config['SECRET_KEY'] = ...
 	}
 	i = v.skipBlank(i)
-	switch v.at(i) {
+	form := formAssign
+	colonGlued := false
+	switch c := v.at(i); c {
 	case '=':
 		switch v.at(i + 1) {
 		case '=', '~':
@@ -111,22 +131,62 @@ func matchAssign(v *view, ks, ke int, _ string, _ *spec) result {
 			i++
 		}
 	case ':':
-		switch v.at(i + 1) {
-		case ':':
-			return noMatch
-		case '=':
-			i += 2
-		default:
-			i++
+		colonGlued = !isSpace(v.at(i+1))
+		n := 1
+		for n < 3 && v.at(i+n) == ':' {
+			n++
 		}
+		switch {
+		case v.at(i+n) == '=':
+			i += n + 1
+		case n == 1:
+			i++
+			i = skipType(v, i)
+		default:
+			return noMatch // a::b, std::string
+		}
+	case '?', '+', '.', '|':
+		switch {
+		case v.at(i+1) == '=':
+			i += 2
+		case c == '?' && v.at(i+1) == '?' && v.at(i+2) == '=', c == '|' && v.at(i+1) == '|' && v.at(i+2) == '=':
+			i += 3
+		default:
+			return noMatch
+		}
+	case ',':
+		// f("KEY", "value"): a quoted key, then a quoted value
+		if kq == 0 || a == 0 || s[a-1] != kq {
+			return noMatch
+		}
+		i++
+		form = formCall
+	case '>':
+		// <key>value</key>
+		if kq != 0 || a == 0 || s[a-1] != '<' {
+			return noMatch
+		}
+		i++
+		form = formXML
 	default:
-		return noMatch
+		// var key string = v
+		if kq != 0 || !isLetterInt(c) {
+			return noMatch
+		}
+		j := skipType(v, i)
+		if j == i {
+			return noMatch
+		}
+		i = j
 	}
 	var nk normKey
 	nk.set(s[a:b])
 	kind := nk.kind()
-	if kind == kindNone {
+	if kind == kindNone && serviceOf(&nk) == nil {
 		return noMatch
+	}
+	if form == formXML {
+		return xmlValue(v, i, s[a:b], &nk, kind)
 	}
 	i = v.skipBlank(i)
 	var q byte
@@ -138,6 +198,9 @@ func matchAssign(v *view, ks, ke int, _ string, _ *spec) result {
 	case c == '\\' && v.at(i+1) == '"':
 		q, esc = '"', true
 		i += 2
+	}
+	if form == formCall && q == 0 {
+		return noMatch
 	}
 	start, end := i, 0
 	if q != 0 {
@@ -165,18 +228,49 @@ func matchAssign(v *view, ks, ke int, _ string, _ *spec) result {
 		if end-start > maxValue {
 			return noMatch
 		}
+		switch v.at(end) {
+		case '(':
+			return noMatch // a call: password = getPassword()
+		case ')':
+			return noMatch // a named argument: f(token: value)
+		}
 	}
 	val := s[start:end]
 	if len(val) == 0 {
 		return noMatch
 	}
-	if q == 0 && v.at(end) == '(' {
-		return noMatch // a call: password = getPassword()
+	if q == '`' && strings.IndexByte(val, ' ') >= 0 {
+		return noMatch // a shell command: `etcdctl get /x`
 	}
-	if id, ok := contextualID(&nk, val); ok {
+	if q == 0 && kq == 0 && colonGlued {
+		return noMatch // group:artifact, host:port, a:b in prose
+	}
+	return assignResult(&nk, kind, val, q != 0, start, end)
+}
+
+// assignForm is the syntax an assignment was recognised in.
+type assignForm uint8
+
+const (
+	formAssign assignForm = iota
+	formCall
+	formXML
+)
+
+// assignResult decides on the value of a secret-named key.
+func assignResult(nk *normKey, kind keyKind, val string, quoted bool, start, end int) result {
+	if id, ok := contextualID(nk, val); ok {
 		return result{start: start, end: end, id: id}
 	}
-	if !secretValue(val, q != 0, kind) {
+	if d := serviceOf(nk); d != nil {
+		if d.shape(val) {
+			return result{start: start, end: end, id: d.id}
+		}
+		if d.id == idTelegram && strings.IndexByte(val, ':') > 0 && allIn(val[:strings.IndexByte(val, ':')], setDigit) {
+			return noMatch // a bot id and something that is not a bot token
+		}
+	}
+	if kind == kindNone || !secretValue(val, quoted, kind) {
 		return noMatch
 	}
 	id := idGeneric
@@ -185,6 +279,58 @@ func matchAssign(v *view, ks, ke int, _ string, _ *spec) result {
 	}
 	return result{start: start, end: end, id: id}
 }
+
+// skipType skips a type name in a typed declaration: after "var key" or
+// "key:" a type (string, String, str, []byte) followed by "="; it returns i
+// unchanged when there is none.
+func skipType(v *view, i int) int {
+	j := v.skipBlank(i)
+	t := j
+	for v.at(t) == '[' && v.at(t+1) == ']' {
+		t += 2
+	}
+	e := v.run(t, setWord, 40)
+	if e == t || !isLetterInt(v.at(t)) {
+		return i
+	}
+	if v.at(e) == '?' {
+		e++ // String?
+	}
+	k := v.skipBlank(e)
+	if v.at(k) != '=' || v.at(k+1) == '=' || v.at(k+1) == '>' {
+		return i
+	}
+	return k + 1
+}
+
+func isLetterInt(c int) bool { return c >= 0 && isLetter(byte(c)) }
+
+// xmlValue reads the text of an XML element <key>value</key>, where value
+// may sit on a line of its own; it must be followed by a closing tag.
+func xmlValue(v *view, i int, key string, nk *normKey, kind keyKind) result {
+	st := i
+	for k := 0; k < 80; k++ {
+		c := v.at(st)
+		if !isSpace(c) {
+			break
+		}
+		st++
+	}
+	end := v.run(st, setXMLText, maxValue+1)
+	if end == st || end-st > maxValue {
+		return noMatch
+	}
+	k := end
+	for n := 0; n < 80 && isSpace(v.at(k)); n++ {
+		k++
+	}
+	if !v.hasPrefix(k, "</") || !v.hasPrefix(k+2, key) {
+		return noMatch
+	}
+	return assignResult(nk, kind, v.s[st:end], true, st, end)
+}
+
+var setXMLText = notSet(" \t\r\n\v\f<>\"'`")
 
 // contextualID recognises values whose format is only distinctive next to
 // their key name: AWS secret keys and session tokens, Twilio auth tokens,
@@ -264,23 +410,33 @@ func secretValue(val string, quoted bool, kind keyKind) bool {
 	if strings.Contains(val, "://") || strings.HasPrefix(val, "-----BEGIN") {
 		return false // URL and PEM rules handle these
 	}
-	if isPlaceholder(val) {
+	if isPlaceholder(val) || strings.HasSuffix(val, "...") || strings.HasSuffix(val, "…") {
 		return false
 	}
 	if !quoted && looksLikeCode(val) {
 		return false
+	}
+	if camelWords(val) {
+		return false // a type or field name: AgencyIdentificationCodeContentType
 	}
 	st := statsOf(val)
 	if kind == kindPassword {
 		if n < 6 || st.distinct < 4 || st.entropy < 2 {
 			return false
 		}
-		if st.lower == n && n < 10 {
-			return false // a word: string, required, letmein
+		if st.lower == n && n < 13 {
+			return false // a word: string, required, letmein, rootpasswd
 		}
 		return true
 	}
-	if n < 8 || st.distinct < 5 {
+	if strings.ContainsAny(val, " \t") {
+		return false // prose or a command, not a token
+	}
+	if st.digit == n {
+		// a long random number (client ids and secrets of some services)
+		return n >= 16 && st.distinct >= 7 && st.entropy >= 2.8
+	}
+	if n < 10 || st.distinct < 5 {
 		return false
 	}
 	if st.classes() == 1 && (n < 20 || st.entropy < 3.3) {
@@ -294,6 +450,37 @@ func secretValue(val string, quoted bool, kind keyKind) bool {
 		minEnt = 2.8
 	}
 	return st.entropy >= minEnt
+}
+
+// camelWords reports a value that contains a run of three or more
+// capitalised words of at least three letters with a vowel, 16 letters or
+// more in all (AgencyIdentificationCodeContentType): identifiers, not
+// random strings.
+func camelWords(v string) bool {
+	run, letters := 0, 0
+	for i := 0; i < len(v); {
+		c := v[i]
+		if 'A' <= c && c <= 'Z' {
+			j := i + 1
+			vowel := false
+			for j < len(v) && 'a' <= v[j] && v[j] <= 'z' {
+				vowel = vowel || strings.IndexByte("aeiouy", v[j]) >= 0
+				j++
+			}
+			if j-i >= 3 && vowel {
+				run++
+				letters += j - i
+				if run >= 3 && letters >= 16 {
+					return true
+				}
+				i = j
+				continue
+			}
+		}
+		run, letters = 0, 0
+		i++
+	}
+	return false
 }
 
 var placeholderWords = map[string]bool{
@@ -374,6 +561,45 @@ func isPlaceholder(v string) bool {
 	if hasPrefixFold(v, "your") && allIn(v, setLetterSep) {
 		return true
 	}
+	return fillerInside(v)
+}
+
+// fillerInside reports placeholder text inside a value: a run of x's
+// (sha256~XXXX_PUT_YOUR_TOKEN_HERE), PUT_YOUR/_HERE, or a counting run such
+// as 123456789 or abcdefghij.
+func fillerInside(v string) bool {
+	xs, seq := 0, 1
+	for i := 0; i < len(v); i++ {
+		c := fold(v[i])
+		if c == 'x' {
+			xs++
+			if xs >= 5 {
+				return true
+			}
+		} else {
+			xs = 0
+		}
+		if i > 0 && setAlnum[v[i]] && c == fold(v[i-1])+1 {
+			seq++
+			if seq >= 8 {
+				return true
+			}
+		} else {
+			seq = 1
+		}
+	}
+	if len(v) >= 8 && (containsFold(v, "your_") || containsFold(v, "_here") || containsFold(v, "yourtoken") || containsFold(v, "example")) {
+		return true
+	}
+	return false
+}
+
+func containsFold(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if equalFold(s[i:i+len(sub)], sub) {
+			return true
+		}
+	}
 	return false
 }
 
@@ -411,6 +637,12 @@ func looksLikeCode(v string) bool {
 		return false // trailing dot
 	}
 	if dots > 0 {
+		// cfg.Secret, process.env.TOKEN: every part reads like a name
+		for _, seg := range strings.Split(v, ".") {
+			if len(seg) > 3 && !looksLikeIdentifier(seg) && strings.ContainsAny(seg, "0123456789") {
+				return false
+			}
+		}
 		return true
 	}
 	return looksLikeIdentifier(v)

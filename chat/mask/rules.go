@@ -80,6 +80,32 @@ const (
 	idMapbox
 	idDoppler
 	idAtlassian
+	id1Password
+	id1PasswordSA
+	idAdobe
+	idAlibaba
+	idBedrock
+	idCloudflare
+	idDynatrace
+	idEasyPost
+	idFacebook
+	idInfracost
+	idIntra42
+	idOpenShift
+	idNotion
+	idSourcegraph
+	idHarness
+	idTeamsWebhook
+	idSumoLogic
+	idSidekiq
+	idSonar
+	idJFrog
+	idMapboxPublic
+	idDiscordSecret
+	idAsana
+	idUUIDKey
+	idAirtable
+	idMailchimp
 	numRuleIDs
 )
 
@@ -159,6 +185,32 @@ var ruleNames = [numRuleIDs]string{
 	idMapbox:            "mapbox-secret-token",
 	idDoppler:           "doppler-token",
 	idAtlassian:         "atlassian-api-token",
+	id1Password:         "1password-secret-key",
+	id1PasswordSA:       "1password-service-account-token",
+	idAdobe:             "adobe-client-secret",
+	idAlibaba:           "alibaba-access-key-id",
+	idBedrock:           "aws-bedrock-api-key",
+	idCloudflare:        "cloudflare-api-key",
+	idDynatrace:         "dynatrace-api-token",
+	idEasyPost:          "easypost-api-token",
+	idFacebook:          "facebook-access-token",
+	idInfracost:         "infracost-api-token",
+	idIntra42:           "intra42-client-secret",
+	idOpenShift:         "openshift-user-token",
+	idNotion:            "notion-api-token",
+	idSourcegraph:       "sourcegraph-access-token",
+	idHarness:           "harness-api-key",
+	idTeamsWebhook:      "microsoft-teams-webhook",
+	idSumoLogic:         "sumologic-access-id",
+	idSidekiq:           "sidekiq-secret",
+	idSonar:             "sonar-api-token",
+	idJFrog:             "jfrog-token",
+	idMapboxPublic:      "mapbox-api-token",
+	idDiscordSecret:     "discord-client-secret",
+	idAsana:             "asana-client-secret",
+	idUUIDKey:           "service-api-key",
+	idAirtable:          "airtable-token",
+	idMailchimp:         "mailchimp-api-key",
 }
 
 // Priorities break ties between candidates with the same span.
@@ -193,6 +245,9 @@ const (
 	kTelegram
 	kToken
 	kURL
+	kJWTBase64
+	kCurl
+	kTeams
 )
 
 // match runs the matcher of sp at the keyword occurrence s[ks:ke].
@@ -234,6 +289,12 @@ func match(v *view, ks, ke int, lit string, sp *spec) result {
 		return matchToken(v, ks, ke, lit, sp)
 	case kURL:
 		return matchURL(v, ks, ke, lit, sp)
+	case kJWTBase64:
+		return matchJWTBase64(v, ks, ke, lit, sp)
+	case kCurl:
+		return matchCurlUser(v, ks, ke, lit, sp)
+	case kTeams:
+		return matchTeamsWebhook(v, ks, ke, lit, sp)
 	}
 	return noMatch
 }
@@ -266,6 +327,7 @@ const (
 	optRight                         // no word byte right after the token
 	optDigitLetter                   // body has a digit and a letter
 	optTrimDot                       // a trailing '.' ends a sentence, not the token
+	optAnyVariety                    // the prefix alone identifies the token: no variety check
 )
 
 // tokenDef declares a prefixed token format.
@@ -311,10 +373,10 @@ var tokenDefs = []tokenDef{
 	{[]string{"lin_api_"}, idLinear, setAlnum, 40, 40, lr, nil},
 	{[]string{"NRAK-"}, idNewRelic, setUpperNum, 27, 27, lr, nil},
 	{[]string{"PMAK-"}, idPostman, newSet("a-f0-9-"), 59, 59, lr, func(b string) bool { return b[24] == '-' }},
-	{[]string{"sntrys_"}, idSentry, newSet("A-Za-z0-9+/=_"), 50, 2048, lr, nil},
+	{[]string{"sntrys_"}, idSentry, newSet("A-Za-z0-9+/=_"), 50, 2048, lr, sentryOrgToken},
 	{[]string{"sntryu_"}, idSentry, setHexLower, 64, 64, lr, nil},
 	{[]string{"hvs.", "hvb.", "hvr."}, idVault, setB64URL, 24, 255, lr, nil},
-	{[]string{"AGE-SECRET-KEY-1"}, idAge, setAge, 58, 58, lr, nil},
+	{[]string{"AGE-SECRET-KEY-1"}, idAge, setAge, 58, 58, lr | optAnyVariety, nil},
 	{[]string{"glsa_"}, idGrafana, setWord, 41, 41, lr, nil},
 	{[]string{"glc_"}, idGrafana, setB64, 32, 1024, lr, nil},
 	{[]string{"dapi"}, idDatabricks, setHexLower, 32, 32, lr | optDigitLetter, nil},
@@ -330,6 +392,73 @@ var tokenDefs = []tokenDef{
 	{[]string{"sk.eyJ"}, idMapbox, setB64URLDot, 40, 2048, lr | optTrimDot, nil},
 	{[]string{"dp.st.", "dp.ct.", "dp.sa.", "dp.pt.", "dp.scim.", "dp.audit."}, idDoppler, setB64URL, 40, 64, lr, nil},
 	{[]string{"ATATT3"}, idAtlassian, newSet("A-Za-z0-9_=-"), 100, 400, lr, nil},
+	{[]string{"A3-"}, id1Password, newSet("A-Z0-9-"), 36, 37, lr, onePasswordKey},
+	{[]string{"ops_eyJ"}, id1PasswordSA, setB64, 250, 8192, lr, nil},
+	{[]string{"p8e-"}, idAdobe, setAlnum, 32, 32, lr, nil},
+	{[]string{"LTAI"}, idAlibaba, setAlnum, 20, 20, lr | optDigitLetter, nil},
+	{[]string{"ABSK"}, idBedrock, setB64, 109, 271, lr, minEntropy(3)},
+	{[]string{"v1.0-"}, idCloudflare, newSet("a-f0-9-"), 171, 171, lr, func(b string) bool { return b[24] == '-' && strings.Count(b, "-") == 1 }},
+	{[]string{"dt0c01."}, idDynatrace, newSet("A-Za-z0-9."), 89, 89, lr, func(b string) bool { return b[24] == '.' && strings.Count(b, ".") == 1 }},
+	{[]string{"EZAK", "EZTK"}, idEasyPost, setAlnum, 54, 54, lr, nil},
+	{[]string{"EAAM", "EAAC"}, idFacebook, setAlnum, 100, 2048, lr, minEntropy(3.5)},
+	{[]string{"fm1a_", "fm1r_", "fm2_"}, idFlyio, setB64, 100, 8192, lr, nil},
+	{[]string{"ico-"}, idInfracost, setAlnum, 32, 32, lr, nil},
+	{[]string{"s-s4t2ud-", "s-s4t2af-"}, idIntra42, setHex, 64, 64, lr, nil},
+	{[]string{"sha256~"}, idOpenShift, setB64URL, 43, 43, lr, minEntropy(3.5)},
+	{[]string{"ntn_"}, idNotion, setAlnum, 46, 46, lr, func(b string) bool { return allIn(b[:11], setDigit) }},
+	{[]string{"sgp_"}, idSourcegraph, setWord, 40, 80, lr, sourcegraphBody},
+	{[]string{"pat.", "sat."}, idHarness, newSet("A-Za-z0-9_.-"), 68, 68, lr, func(b string) bool { return b[22] == '.' && b[47] == '.' && strings.Count(b, ".") == 2 }},
+	{[]string{"sk_prod_", "rk_prod_"}, idStripeSecret, setAlnum, 10, 255, lr, nil},
+	{[]string{"xoxo-", "xoxs-"}, idSlackToken, newSet("a-fA-F0-9-"), 12, 255, lr, slackLegacy},
+}
+
+// minEntropy is a token check: the body has at least e bits of entropy per
+// byte (random, not a placeholder).
+func minEntropy(e float64) func(string) bool {
+	return func(b string) bool { return statsOf(b).entropy >= e }
+}
+
+// onePasswordKey: A3-XXXXXX-XXXXXXXXXXX-XXXXX-XXXXX-XXXXX or
+// A3-XXXXXX-XXXXXX-XXXXX-XXXXX-XXXXX-XXXXX.
+func onePasswordKey(b string) bool {
+	p := strings.Split(b, "-")
+	ok := len(p) == 5 && len(p[0]) == 6 && len(p[1]) == 11 || len(p) == 6 && len(p[0]) == 6 && len(p[1]) == 6 && len(p[2]) == 5
+	if !ok {
+		return false
+	}
+	for _, x := range p[len(p)-3:] {
+		if len(x) != 5 {
+			return false
+		}
+	}
+	return statsOf(b).entropy >= 3.5
+}
+
+// sourcegraphBody: 40 hex digits, local_ and 40, or 16, an underscore and 40.
+func sourcegraphBody(b string) bool {
+	switch {
+	case len(b) == 40:
+		return allIn(b, setHex)
+	case len(b) == 46 && strings.HasPrefix(b, "local_"):
+		return allIn(b[6:], setHex)
+	case len(b) == 57 && b[16] == '_':
+		return allIn(b[:16], setHex) && allIn(b[17:], setHex)
+	}
+	return false
+}
+
+// slackLegacy: xoxo-/xoxs- then three dash-separated numbers and hex.
+func slackLegacy(b string) bool {
+	p := strings.Split(b, "-")
+	if len(p) != 4 || len(p[3]) < 8 {
+		return false
+	}
+	for _, x := range p[:3] {
+		if x == "" || !allIn(x, setDigit) {
+			return false
+		}
+	}
+	return true
 }
 
 // genericKeywords trigger the key = value rule.
@@ -365,7 +494,10 @@ func builtinRules() ([]*spec, []keyword) {
 	add(&spec{kind: kAuthorization, id: idAuthHeader, prio: prioAuth}, "authorization")
 	add(&spec{kind: kBearer, id: idBearer, prio: prioAuth}, "bearer")
 	add(&spec{kind: kBasic, id: idBasicAuth, prio: prioAuth}, "basic")
-	add(&spec{kind: kAssign, id: idGeneric, prio: prioGeneric}, genericKeywords...)
+	add(&spec{kind: kJWTBase64, id: idJWT, prio: prioToken}, "ZXlK")
+	add(&spec{kind: kCurl, id: idBasicAuth, prio: prioAuth}, "curl")
+	add(&spec{kind: kTeams, id: idTeamsWebhook, prio: prioToken}, ".webhook.office.com/webhookb2/")
+	add(&spec{kind: kAssign, id: idGeneric, prio: prioGeneric}, append(genericKeywords, serviceKeywords()...)...)
 	return specs, kws
 }
 
@@ -407,7 +539,13 @@ func matchToken(v *view, ks, ke int, lit string, sp *spec) result {
 		return noMatch
 	}
 	body := s[ke:j]
-	if lowVariety(body) || sp.opts&optDigitLetter != 0 && !hasDigitAndLetter(body) {
+	if sp.opts&optAnyVariety == 0 && lowVariety(body) || sp.opts&optDigitLetter != 0 && !hasDigitAndLetter(body) {
+		return noMatch
+	}
+	if sp.id == idAWSAccessKeyID && strings.HasSuffix(body, "EXAMPLE") {
+		return noMatch // AWS's documented example key
+	}
+	if sp.id == idGoogleAPIKey && publishedGoogleKeys[lit+body] {
 		return noMatch
 	}
 	if sp.check != nil && !sp.check(body) {
@@ -453,6 +591,12 @@ func matchSK(v *view, ks, ke int, _ string, _ *spec) result {
 		if n < 32 {
 			return noMatch
 		}
+		// current keys: sk-ant-api03- or sk-ant-admin01-, 93 characters, "AA"
+		for _, p := range [...]string{"ant-api03-", "ant-admin01-"} {
+			if strings.HasPrefix(body, p) && (n != len(p)+95 || !strings.HasSuffix(body, "AA")) {
+				return noMatch
+			}
+		}
 	case strings.HasPrefix(body, "or-"):
 		id = idOpenRouter
 	}
@@ -476,12 +620,29 @@ func matchSlack(v *view, ks, ke int, _ string, _ *spec) result {
 		return noMatch
 	}
 	j := v.run(ke+2, newSetSlack, 400)
-	if j-(ke+2) < 20 || j-(ke+2) >= 400 || wordAt(v, j) {
+	n := j - (ke + 2)
+	if n < 8 || n >= 400 || wordAt(v, j) {
 		return noMatch
 	}
 	body := s[ke+2 : j]
 	if !strings.ContainsAny(body, "0123456789") || lowVariety(body) {
 		return noMatch
+	}
+	sep := s[ke+1]
+	switch {
+	case t == 'e' && sep == '.':
+		if n < 100 { // xoxe.xoxp-1-<160 or so>
+			return noMatch
+		}
+	case t == 'p' || t == 'e':
+		if !slackUserShape(body) && !(t == 'e' && n >= 100) {
+			return noMatch
+		}
+	case t == 'a' || t == 'r':
+	default:
+		if n < 20 {
+			return noMatch
+		}
 	}
 	id := idSlackToken
 	switch t {
@@ -494,6 +655,21 @@ func matchSlack(v *view, ks, ke int, _ string, _ *spec) result {
 }
 
 var newSetSlack = newSet("A-Za-z0-9.-")
+
+// slackUserShape: three numbers of 10 to 13 digits, then 28 to 34 letters,
+// digits and dashes (xoxp-<team>-<user>-<id>-<secret>).
+func slackUserShape(b string) bool {
+	p := strings.SplitN(b, "-", 4)
+	if len(p) != 4 || len(p[3]) < 28 || len(p[3]) > 34 {
+		return false
+	}
+	for _, x := range p[:3] {
+		if len(x) < 10 || len(x) > 13 || !allIn(x, setDigit) {
+			return false
+		}
+	}
+	return true
+}
 
 // matchSlackWebhook masks the secret path of a Slack webhook URL.
 func matchSlackWebhook(v *view, ks, ke int, _ string, _ *spec) result {
@@ -556,6 +732,10 @@ func matchJWT(v *view, ks, ke int, _ string, _ *spec) result {
 
 const maxPEM = 1 << 20
 
+// minPEMBody is the least key body a private key block must have: shorter
+// ones are documentation ("-----BEGIN PRIVATE KEY-----\nanything\n...").
+const minPEMBody = 40
+
 // matchPEM masks a private key block from its BEGIN line to its END line
 // (or, when the END line is missing, to the end of the key body). Lines may
 // be separated by real or escaped ("\n") newlines, as in JSON.
@@ -581,6 +761,7 @@ func matchPEM(v *view, ks, ke int, _ string, _ *spec) result {
 	}
 	i := le + 5
 	last := i
+	body := 0 // bytes of key body seen
 	for i-ks < maxPEM {
 		k := i
 		sep := false
@@ -608,6 +789,9 @@ func matchPEM(v *view, ks, ke int, _ string, _ *spec) result {
 			if v.hasPrefix(k, "-----END ") {
 				e := v.run(k+9, setPEMLabel, 80)
 				if v.hasPrefix(e, "-----") {
+					if body < minPEMBody {
+						return noMatch
+					}
 					return result{start: ks, end: e + 5, id: id}
 				}
 			}
@@ -621,7 +805,11 @@ func matchPEM(v *view, ks, ke int, _ string, _ *spec) result {
 			break
 		}
 		last = m
+		body += m - k
 		i = m
+	}
+	if body < minPEMBody {
+		return noMatch
 	}
 	return result{start: ks, end: last, id: id}
 }

@@ -97,6 +97,19 @@ func ctx(rule, name string, f func(r *rand.Rand) (string, string)) Format {
 	return Format{Rule: rule, Name: name, gen: f}
 }
 
+// sentryOrgToken is a Sentry organization token: base64 of its claims
+// (issued at, URL, region URL, org), '_' and 43 random characters.
+func sentryOrgToken(r *rand.Rand) string {
+	for {
+		claims := fmt.Sprintf(`{"iat":%d.%d,"url":"https://sentry.io","region_url":"https://%s.sentry.io","org":"%s"}`,
+			1700000000+r.Intn(1e8), r.Intn(1e6), pick(r, "us", "de"), rs(r, lower, 4+r.Intn(8)))
+		enc := base64.RawStdEncoding.EncodeToString([]byte(claims))
+		if strings.Contains(enc, "LCJyZWdpb25fdXJs") || strings.Contains(enc, "InJlZ2lvbl91cmwi") || strings.Contains(enc, "cmVnaW9uX3VybCI6") {
+			return "sntrys_" + enc + "_" + mixed(r, alnum+"+/", 43)
+		}
+	}
+}
+
 func pemBlock(r *rand.Rand, label string, lines int) string {
 	var b strings.Builder
 	b.WriteString("-----BEGIN " + label + "-----\n")
@@ -292,7 +305,7 @@ func Formats() []Format {
 		token("postman-api-key", "PMAK-", func(r *rand.Rand) string {
 			return "PMAK-" + rs(r, hexLower, 24) + "-" + rs(r, hexLower, 34)
 		}),
-		prefixed("sentry-token", "sntrys_", b64url[:62], 80),
+		token("sentry-token", "sntrys_", sentryOrgToken),
 		prefixed("vault-token", "hvs.", b64url, 90),
 		prefixed("age-secret-key", "AGE-SECRET-KEY-1", "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L", 58),
 		token("grafana-token", "glsa_", func(r *rand.Rand) string { return "glsa_" + mixed(r, alnum, 32) + "_" + rs(r, hexLower, 8) }),
@@ -311,7 +324,64 @@ func Formats() []Format {
 		}),
 		prefixed("doppler-token", "dp.st.", alnum, 44),
 		prefixed("atlassian-api-token", "ATATT3", b64url, 186),
+		token("1password-secret-key", "A3-", func(r *rand.Rand) string {
+			return "A3-" + mixed(r, upper+digits, 6) + "-" + mixed(r, upper+digits, 11) + "-" + rs(r, upper+digits, 5) + "-" + rs(r, upper+digits, 5) + "-" + rs(r, upper+digits, 5)
+		}),
+		prefixed("1password-service-account-token", "ops_eyJ", alnum+"+/", 300),
+		prefixed("adobe-client-secret", "p8e-", alnum, 32),
+		prefixed("alibaba-access-key-id", "LTAI", lower+digits, 20),
+		prefixed("aws-bedrock-api-key", "ABSK", alnum+"+/", 132),
+		token("cloudflare-api-key", "v1.0-", func(r *rand.Rand) string { return "v1.0-" + rs(r, hexLower, 24) + "-" + rs(r, hexLower, 146) }),
+		keyed("cloudflare-api-key", "cloudflare_global_key", func(r *rand.Rand) string { return rs(r, hexLower, 37) }),
+		token("dynatrace-api-token", "dt0c01.", func(r *rand.Rand) string { return "dt0c01." + mixed(r, upper+digits, 24) + "." + mixed(r, upper+digits, 64) }),
+		prefixed("easypost-api-token", "EZAK", alnum, 54),
+		prefixed("facebook-access-token", "EAAC", alnum, 120),
+		keyed("facebook-access-token", "facebook_app_token", func(r *rand.Rand) string { return rs(r, digits, 15) + "|" + mixed(r, alnum, 27) }),
+		prefixed("infracost-api-token", "ico-", alnum, 32),
+		token("intra42-client-secret", "s-s4t2ud-", func(r *rand.Rand) string { return "s-s4t2ud-" + rs(r, hexLower, 64) }),
+		prefixed("openshift-user-token", "sha256~", b64url, 43),
+		token("notion-api-token", "ntn_", func(r *rand.Rand) string { return "ntn_" + rs(r, digits, 11) + mixed(r, alnum, 35) }),
+		token("sourcegraph-access-token", "sgp_", func(r *rand.Rand) string { return "sgp_" + rs(r, hexLower, 16) + "_" + rs(r, hexLower, 40) }),
+		token("harness-api-key", "pat.", func(r *rand.Rand) string {
+			return "pat." + mixed(r, alnum, 22) + "." + mixed(r, alnum, 24) + "." + mixed(r, alnum, 20)
+		}),
+		ctx("microsoft-teams-webhook", "incoming webhook", func(r *rand.Rand) (string, string) {
+			s := uuid(r) + "@" + uuid(r) + "/IncomingWebhook/" + rs(r, hexLower, 32) + "/" + uuid(r)
+			return s, "TEAMS_WEBHOOK=https://acme.webhook.office.com/webhookb2/" + s + "\n"
+		}),
+		keyed("sumologic-access-id", "SUMO_ACCESS_ID", func(r *rand.Rand) string { return "su" + mixed(r, alnum, 12) }),
+		keyed("sidekiq-secret", "BUNDLE_GEMS__CONTRIBSYS__COM", func(r *rand.Rand) string { return rs(r, hexLower, 8) + ":" + rs(r, hexLower, 8) }),
+		keyed("sonar-api-token", "sonar.login", func(r *rand.Rand) string { return mixed(r, lower+digits, 40) }),
+		keyed("jfrog-token", "artifactory_identity", func(r *rand.Rand) string { return mixed(r, lower+digits, 64) }),
+		keyed("mapbox-api-token", "MAPBOX_ACCESS", func(r *rand.Rand) string { return "pk." + mixed(r, lower+digits, 60) + "." + mixed(r, lower+digits, 22) }),
+		keyed("discord-client-secret", "discord_client_id", func(r *rand.Rand) string { return "1" + rs(r, digits, 17) }),
+		keyed("asana-client-secret", "ASANA_CLIENT_ID", func(r *rand.Rand) string { return "1" + rs(r, digits, 15) }),
+		keyed("service-api-key", "hubspot_key", func(r *rand.Rand) string { return strings.ToUpper(uuid(r)) }),
+		keyed("airtable-token", "airtable_pat", func(r *rand.Rand) string { return "pat" + mixed(r, alnum, 14) + "." + rs(r, hexLower, 64) }),
+		keyed("mailchimp-api-key", "MAILCHIMP_KEY", func(r *rand.Rand) string { return rs(r, hexLower, 32) + "-us" + fmt.Sprint(10+r.Intn(12)) }),
 	}
+}
+
+// keyContexts place a value next to the key that names its service.
+var keyContexts = []string{
+	"%s=%s\n",
+	"%s = \"%s\"\n",
+	"    %s: %s\n",
+	"{\"%s\": \"%s\"}",
+	"System.setProperty(\"%s\", \"%s\")",
+	"<%s>\n    %s\n</%s>",
+}
+
+// keyed is a credential recognisable only next to its key name.
+func keyed(rule, key string, f func(r *rand.Rand) string) Format {
+	return Format{Rule: rule, Name: key, gen: func(r *rand.Rand) (string, string) {
+		s := f(r)
+		c := pick(r, keyContexts...)
+		if strings.Count(c, "%s") == 3 {
+			return s, fmt.Sprintf(c, key, s, key)
+		}
+		return s, fmt.Sprintf(c, key, s)
+	}}
 }
 
 // LookAlikes lists generators of text that resembles secrets but must be

@@ -118,8 +118,7 @@ const (
 // judge compares a true positive with prchat's output for it. The changed
 // region of the input is what lies between the longest common prefix and
 // suffix of input and output; a secret whose occurrence is not inside it is
-// partly masked when the cut runs through a token (a word byte on both sides
-// of the cut).
+// partly masked when the cut runs through it.
 func judge(in, out, secret string) outcome {
 	if strings.Contains(out, secret) {
 		return missed
@@ -138,10 +137,13 @@ func judge(in, out, secret string) outcome {
 		q++
 	}
 	lo, hi := p, len(in)-q
-	if lo > i && lo < j && tokenByte(in[lo-1]) && tokenByte(in[lo]) {
+	// A secret's head left before a mask is a partial mask unless it ends
+	// at a separator (the host of a webhook URL, "user:" before a password).
+	if lo > i && lo < j && tokenByte(in[lo-1]) && in[lo-1] != '/' && in[lo-1] != '=' && tokenByte(in[lo]) {
 		return partial
 	}
-	if hi > i && hi < j && tokenByte(in[hi-1]) && tokenByte(in[hi]) {
+	// Any piece of its tail left after a mask is.
+	if hi > i && hi < j && tokenByte(in[hi]) {
 		return partial
 	}
 	return masked
@@ -292,7 +294,7 @@ type results struct {
 	missedBy                          map[string][]string
 	partialBy                         map[string][]string
 	fps, prChanged, glFlagged         int
-	prChangedFPs                      []string
+	prChangedFPs, glFlaggedFPs        []string
 }
 
 func compareExamples(fx fixture) results {
@@ -321,6 +323,7 @@ func compareExamples(fx fixture) results {
 		}
 		if len(full.DetectString(fp)) > 0 {
 			res.glFlagged++
+			res.glFlaggedFPs = append(res.glFlaggedFPs, fp)
 		}
 	}
 	return res
@@ -392,6 +395,9 @@ func TestCompare(t *testing.T) {
 	}
 	for _, fp := range res.prChangedFPs {
 		t.Logf("changed harmless string: %q -> %q", fp, m.String(fp))
+	}
+	for _, fp := range res.glFlaggedFPs {
+		t.Logf("gitleaks flags harmless string: %q", fp)
 	}
 	if res.prMasked*100 < res.tps*99 {
 		t.Errorf("recall %.2f%% is below 99%%", pct(res.prMasked, res.tps))
