@@ -131,7 +131,7 @@ func matchAssign(v *view, ks, ke int, _ string, _ *spec) result {
 			i++
 		}
 	case ':':
-		colonGlued = !isSpace(v.at(i+1))
+		colonGlued = !isSpace(v.at(i + 1))
 		n := 1
 		for n < 3 && v.at(i+n) == ':' {
 			n++
@@ -182,7 +182,7 @@ func matchAssign(v *view, ks, ke int, _ string, _ *spec) result {
 	var nk normKey
 	nk.set(s[a:b])
 	kind := nk.kind()
-	if kind == kindNone && serviceOf(&nk) == nil {
+	if kind == kindNone && serviceOf(s[a:b], &nk) == nil {
 		return noMatch
 	}
 	if form == formXML {
@@ -245,7 +245,7 @@ func matchAssign(v *view, ks, ke int, _ string, _ *spec) result {
 	if q == 0 && kq == 0 && colonGlued {
 		return noMatch // group:artifact, host:port, a:b in prose
 	}
-	return assignResult(&nk, kind, val, q != 0, start, end)
+	return assignResult(s[a:b], &nk, kind, val, q != 0, start, end)
 }
 
 // assignForm is the syntax an assignment was recognised in.
@@ -258,12 +258,12 @@ const (
 )
 
 // assignResult decides on the value of a secret-named key.
-func assignResult(nk *normKey, kind keyKind, val string, quoted bool, start, end int) result {
+func assignResult(key string, nk *normKey, kind keyKind, val string, quoted bool, start, end int) result {
 	if id, ok := contextualID(nk, val); ok {
 		return result{start: start, end: end, id: id}
 	}
-	if d := serviceOf(nk); d != nil {
-		if d.shape(val) {
+	if d := serviceOf(key, nk); d != nil {
+		if d.shape(val) && !lowVariety(val) && !strings.Contains(strings.ToLower(val), "xxxxx") {
 			return result{start: start, end: end, id: d.id}
 		}
 		if d.id == idTelegram && strings.IndexByte(val, ':') > 0 && allIn(val[:strings.IndexByte(val, ':')], setDigit) {
@@ -327,7 +327,7 @@ func xmlValue(v *view, i int, key string, nk *normKey, kind keyKind) result {
 	if !v.hasPrefix(k, "</") || !v.hasPrefix(k+2, key) {
 		return noMatch
 	}
-	return assignResult(nk, kind, v.s[st:end], true, st, end)
+	return assignResult(key, nk, kind, v.s[st:end], true, st, end)
 }
 
 var setXMLText = notSet(" \t\r\n\v\f<>\"'`")

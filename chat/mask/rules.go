@@ -328,6 +328,7 @@ const (
 	optDigitLetter                   // body has a digit and a letter
 	optTrimDot                       // a trailing '.' ends a sentence, not the token
 	optAnyVariety                    // the prefix alone identifies the token: no variety check
+	optEndDelim                      // the token ends at a blank, quote, ';', ',' or bracket, not '.' (video_box.ico-<hash>.png)
 )
 
 // tokenDef declares a prefixed token format.
@@ -386,7 +387,7 @@ var tokenDefs = []tokenDef{
 	{[]string{"rubygems_"}, idRubyGems, setHexLower, 48, 48, lr, nil},
 	{[]string{"fo1_"}, idFlyio, setB64URL, 43, 43, lr, nil},
 	{[]string{"sbp_"}, idSupabase, setHexLower, 40, 40, lr, nil},
-	{[]string{"pscale_tkn_", "pscale_pw_", "pscale_oauth_"}, idPlanetScale, setB64URLDot, 32, 255, lr | optTrimDot, nil},
+	{[]string{"pscale_tkn_", "pscale_pw_", "pscale_oauth_"}, idPlanetScale, newSet("A-Za-z0-9_.=-"), 32, 255, lr | optTrimDot, nil},
 	{[]string{"pplx-"}, idPerplexity, setAlnum, 48, 48, lr, nil},
 	{[]string{"figd_"}, idFigma, setB64URL, 40, 40, lr, nil},
 	{[]string{"sk.eyJ"}, idMapbox, setB64URLDot, 40, 2048, lr | optTrimDot, nil},
@@ -402,7 +403,7 @@ var tokenDefs = []tokenDef{
 	{[]string{"EZAK", "EZTK"}, idEasyPost, setAlnum, 54, 54, lr, nil},
 	{[]string{"EAAM", "EAAC"}, idFacebook, setAlnum, 100, 2048, lr, minEntropy(3.5)},
 	{[]string{"fm1a_", "fm1r_", "fm2_"}, idFlyio, setB64, 100, 8192, lr, nil},
-	{[]string{"ico-"}, idInfracost, setAlnum, 32, 32, lr, nil},
+	{[]string{"ico-"}, idInfracost, setAlnum, 32, 32, lr | optEndDelim, nil},
 	{[]string{"s-s4t2ud-", "s-s4t2af-"}, idIntra42, setHex, 64, 64, lr, nil},
 	{[]string{"sha256~"}, idOpenShift, setB64URL, 43, 43, lr, minEntropy(3.5)},
 	{[]string{"ntn_"}, idNotion, setAlnum, 46, 46, lr, func(b string) bool { return allIn(b[:11], setDigit) }},
@@ -436,6 +437,9 @@ func onePasswordKey(b string) bool {
 
 // sourcegraphBody: 40 hex digits, local_ and 40, or 16, an underscore and 40.
 func sourcegraphBody(b string) bool {
+	if statsOf(b).entropy < 3 {
+		return false
+	}
 	switch {
 	case len(b) == 40:
 		return allIn(b, setHex)
@@ -537,6 +541,11 @@ func matchToken(v *view, ks, ke int, lit string, sp *spec) result {
 	}
 	if sp.opts&optRight != 0 && wordAt(v, j) {
 		return noMatch
+	}
+	if sp.opts&optEndDelim != 0 {
+		if c := v.at(j); c >= 0 && !isSpace(c) && strings.IndexByte("\"'`;,)]}>\\", byte(c)) < 0 {
+			return noMatch
+		}
 	}
 	body := s[ke:j]
 	if sp.opts&optAnyVariety == 0 && lowVariety(body) || sp.opts&optDigitLetter != 0 && !hasDigitAndLetter(body) {
@@ -722,12 +731,30 @@ func matchJWT(v *view, ks, ke int, _ string, _ *spec) result {
 		if segs == 5 || v.at(j) != '.' {
 			break
 		}
+		if segs == 2 && !setB64URL[byteAt(v, j+1)] {
+			end = j + 1 // an unsigned JWT (alg "none"): header.claims.
+			break
+		}
 		i = j + 1
 	}
-	if end < 0 || wordAt(v, end) {
+	if end < 0 {
+		return noMatch
+	}
+	for k := 0; k < 2 && v.at(end) == '='; k++ {
+		end++ // some encoders pad the signature
+	}
+	if wordAt(v, end) {
 		return noMatch
 	}
 	return result{start: ks, end: end, id: idJWT}
+}
+
+// byteAt is v.at(i) as a byte index for a byteSet (0 past the end).
+func byteAt(v *view, i int) byte {
+	if c := v.at(i); c >= 0 {
+		return byte(c)
+	}
+	return 0
 }
 
 const maxPEM = 1 << 20
@@ -824,11 +851,11 @@ func matchTelegram(v *view, ks, ke int, _ string, _ *spec) result {
 	for d > 0 && ks-d <= 10 && isDigit(s[d-1]) {
 		d--
 	}
-	if n := ks - d; n < 8 || n > 10 || d > 0 && isDigit(s[d-1]) {
-		return noMatch
+	if n := ks - d; n < 8 || n > 10 || d > 0 && (isDigit(s[d-1]) || isLetter(s[d-1]) && !(d >= 3 && s[d-3:d] == "bot")) {
+		return noMatch // clm20547038:AgencyIdentificationCodeContentType is an XML type
 	}
 	j := v.run(ks+1, setB64URL, 36)
-	if j-(ks+1) != 35 || wordAt(v, j) || lowVariety(s[ks+1:j]) {
+	if j-(ks+1) != 35 || wordAt(v, j) || lowVariety(s[ks+1:j]) || camelWords(s[ks+1:j]) {
 		return noMatch
 	}
 	return result{start: d, end: j, id: idTelegram}

@@ -39,42 +39,46 @@ type serviceDef struct {
 	raw   []string // extra spellings to look for in the text (message_bird)
 	id    ruleID
 	shape func(v string) bool
+	// cased: the name must be written lower case, capitalised or upper
+	// case (SUMO_ID, sumoKey, but not sumOfExposures)
+	cased bool
 }
 
 var serviceDefs = []serviceDef{
-	{[]string{"discord"}, nil, idDiscordSecret, func(v string) bool { return digitsLen(v, 17, 20) || alnumLen(v, 32, 32) }},
-	{[]string{"asana"}, nil, idAsana, func(v string) bool { return digitsLen(v, 16, 16) || alnumLen(v, 32, 32) }},
+	{[]string{"discord"}, nil, idDiscordSecret, func(v string) bool { return digitsLen(v, 17, 20) || alnumLen(v, 32, 32) }, false},
+	{[]string{"asana"}, nil, idAsana, func(v string) bool { return digitsLen(v, 16, 16) || alnumLen(v, 32, 32) }, false},
 	{[]string{"sumo"}, nil, idSumoLogic, func(v string) bool {
 		return len(v) == 14 && strings.HasPrefix(v, "su") && allIn(v, setAlnum) || alnumLen(v, 64, 64)
-	}},
+	}, true},
 	{[]string{"contribsys"}, nil, idSidekiq, func(v string) bool {
 		return len(v) == 17 && v[8] == ':' && allIn(v[:8], setHexLower) && allIn(v[9:], setHexLower)
-	}},
+	}, false},
 	{[]string{"sonar"}, nil, idSonar, func(v string) bool {
 		return alnumLen(v, 40, 40) || len(v) == 44 && (strings.HasPrefix(v, "squ_") || strings.HasPrefix(v, "sqp_") || strings.HasPrefix(v, "sqa_")) && allIn(v[4:], setAlnum)
-	}},
-	{[]string{"jfrog", "artifactory", "bintray", "xray"}, nil, idJFrog, func(v string) bool { return alnumLen(v, 64, 64) || alnumLen(v, 73, 73) }},
+	}, false},
+	{[]string{"jfrog", "artifactory", "bintray", "xray"}, nil, idJFrog, func(v string) bool { return alnumLen(v, 64, 64) || alnumLen(v, 73, 73) }, false},
 	{[]string{"mapbox"}, nil, idMapboxPublic, func(v string) bool {
 		return len(v) == 86 && strings.HasPrefix(v, "pk.") && v[63] == '.' && allIn(v[3:63], setAlnum) && allIn(v[64:], setAlnum)
-	}},
-	{[]string{"hubspot", "messagebird", "snyk"}, []string{"message_bird", "message-bird"}, idUUIDKey, isUUID},
+	}, false},
+	{[]string{"heroku"}, nil, idHeroku, isUUID, false},
+	{[]string{"hubspot", "messagebird", "snyk"}, []string{"message_bird", "message-bird"}, idUUIDKey, isUUID, false},
 	{[]string{"cloudflare"}, nil, idCloudflare, func(v string) bool {
 		return len(v) == 40 && allIn(v, setB64URL) || len(v) == 37 && allIn(v, setHex)
-	}},
+	}, false},
 	{[]string{"airtable"}, nil, idAirtable, func(v string) bool {
 		return len(v) == 82 && strings.HasPrefix(v, "pat") && v[17] == '.' && allIn(v[3:17], setAlnum) && allIn(v[18:], setHex) ||
 			alnumLen(v, 17, 17)
-	}},
+	}, false},
 	{[]string{"mailchimp"}, nil, idMailchimp, func(v string) bool {
 		return len(v) == 37 && allIn(v[:32], setHex) && v[32:35] == "-us" && allIn(v[35:], setDigit)
-	}},
+	}, false},
 	{[]string{"facebook"}, nil, idFacebook, func(v string) bool {
 		if i := strings.IndexAny(v, "|%"); i == 15 || i == 16 {
 			return allIn(v[:i], setDigit) && len(v)-i-1 >= 27 && len(v)-i-1 <= 40 && allIn(v[i+1:], setB64URL)
 		}
 		return len(v) == 32 && allIn(v, setHex)
-	}},
-	{[]string{"telegr"}, nil, idTelegram, telegramToken},
+	}, false},
+	{[]string{"telegr"}, nil, idTelegram, telegramToken, false},
 }
 
 func digitsLen(v string, lo, hi int) bool { return len(v) >= lo && len(v) <= hi && allIn(v, setDigit) }
@@ -97,13 +101,20 @@ func serviceKeywords() []string {
 	return kws
 }
 
-// serviceOf returns the serviceDef a normalised key names, or nil.
-func serviceOf(k *normKey) *serviceDef {
+// serviceOf returns the serviceDef the key names, or nil; k is key
+// normalised.
+func serviceOf(key string, k *normKey) *serviceDef {
 	for i := range serviceDefs {
-		for _, name := range serviceDefs[i].keys {
-			if k.contains(name) {
-				return &serviceDefs[i]
+		d := &serviceDefs[i]
+		for _, name := range d.keys {
+			if !k.contains(name) {
+				continue
 			}
+			if d.cased && !strings.Contains(key, name) && !strings.Contains(key, strings.ToUpper(name)) &&
+				!strings.Contains(key, strings.ToUpper(name[:1])+name[1:]) {
+				continue
+			}
+			return d
 		}
 	}
 	return nil
@@ -234,7 +245,7 @@ func curlCredential(v *view, i int) result {
 		return noMatch
 	}
 	pw := s[p:e]
-	if len(pw) < 3 || isPlaceholder(pw) {
+	if len(pw) < 3 || isPlaceholder(pw) || urlPlaceholder(pw) || pw == s[i:u] || strings.ContainsAny(pw, "<>") {
 		return noMatch
 	}
 	return result{start: p, end: e, id: idBasicAuth}

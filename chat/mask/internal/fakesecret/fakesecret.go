@@ -333,7 +333,9 @@ func Formats() []Format {
 		prefixed("aws-bedrock-api-key", "ABSK", alnum+"+/", 132),
 		token("cloudflare-api-key", "v1.0-", func(r *rand.Rand) string { return "v1.0-" + rs(r, hexLower, 24) + "-" + rs(r, hexLower, 146) }),
 		keyed("cloudflare-api-key", "cloudflare_global_key", func(r *rand.Rand) string { return rs(r, hexLower, 37) }),
-		token("dynatrace-api-token", "dt0c01.", func(r *rand.Rand) string { return "dt0c01." + mixed(r, upper+digits, 24) + "." + mixed(r, upper+digits, 64) }),
+		token("dynatrace-api-token", "dt0c01.", func(r *rand.Rand) string {
+			return "dt0c01." + mixed(r, upper+digits, 24) + "." + mixed(r, upper+digits, 64)
+		}),
 		prefixed("easypost-api-token", "EZAK", alnum, 54),
 		prefixed("facebook-access-token", "EAAC", alnum, 120),
 		keyed("facebook-access-token", "facebook_app_token", func(r *rand.Rand) string { return rs(r, digits, 15) + "|" + mixed(r, alnum, 27) }),
@@ -353,7 +355,9 @@ func Formats() []Format {
 		keyed("sidekiq-secret", "BUNDLE_GEMS__CONTRIBSYS__COM", func(r *rand.Rand) string { return rs(r, hexLower, 8) + ":" + rs(r, hexLower, 8) }),
 		keyed("sonar-api-token", "sonar.login", func(r *rand.Rand) string { return mixed(r, lower+digits, 40) }),
 		keyed("jfrog-token", "artifactory_identity", func(r *rand.Rand) string { return mixed(r, lower+digits, 64) }),
-		keyed("mapbox-api-token", "MAPBOX_ACCESS", func(r *rand.Rand) string { return "pk." + mixed(r, lower+digits, 60) + "." + mixed(r, lower+digits, 22) }),
+		keyed("mapbox-api-token", "MAPBOX_ACCESS", func(r *rand.Rand) string {
+			return "pk." + mixed(r, lower+digits, 60) + "." + mixed(r, lower+digits, 22)
+		}),
 		keyed("discord-client-secret", "discord_client_id", func(r *rand.Rand) string { return "1" + rs(r, digits, 17) }),
 		keyed("asana-client-secret", "ASANA_CLIENT_ID", func(r *rand.Rand) string { return "1" + rs(r, digits, 15) }),
 		keyed("service-api-key", "hubspot_key", func(r *rand.Rand) string { return strings.ToUpper(uuid(r)) }),
