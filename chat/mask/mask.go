@@ -182,6 +182,60 @@ func (m *Masker) scan(s string, stream bool, skip int, cands []cand) (_ []cand, 
 	return cands, limit, depth
 }
 
+// hit is one keyword occurrence s[ks:ke] of keyword ki.
+type hit struct {
+	ks, ke int
+	ki     uint32
+}
+
+// advance runs the prefilter over s[from:], starting in state st, and
+// appends the keyword occurrences it finds to hits.
+func (m *Masker) advance(s string, from int, st uint32, hits []hit) (uint32, []hit) {
+	a := m.ac
+	delta, cls, outBase := a.delta, &a.cls, a.outBase
+	for i := from; i < len(s); i++ {
+		st = delta[st+uint32(cls[s[i]])]
+		if st < outBase {
+			continue
+		}
+		q := st / a.ncls
+		for _, ki := range a.outs[a.outStart[q]:a.outStart[q+1]] {
+			ke := i + 1
+			hits = append(hits, hit{ks: ke - len(a.kws[ki].lit), ke: ke, ki: ki})
+		}
+	}
+	return st, hits
+}
+
+// evalHits runs the rules of the given keyword occurrences that start at or
+// after skip, as scan does in stream mode, and returns the candidates and
+// the limit.
+func (m *Masker) evalHits(s string, hits []hit, skip int, cands []cand) (_ []cand, limit int) {
+	limit = len(s)
+	for _, h := range hits {
+		if h.ks < skip {
+			continue
+		}
+		kw := &m.ac.kws[h.ki]
+		sp := m.specs[kw.rule]
+		v := view{s: s, reach: h.ke}
+		r := match(&v, h.ks, h.ke, kw.lit, sp)
+		if r.start >= 0 {
+			after := r.end
+			for v.at(after) == '.' {
+				after++
+			}
+			cands = append(cands, cand{start: r.start, end: r.end, after: after, ks: h.ks, ke: h.ke, id: r.id, prio: sp.prio, protect: r.protect})
+		}
+		if v.reach > len(s) {
+			if lo := h.ks - sp.lookback; lo < limit {
+				limit = max(lo, 0)
+			}
+		}
+	}
+	return cands, limit
+}
+
 // resolve picks the spans to replace: existing mask tokens are kept, any
 // candidate touching one is dropped, and among overlapping candidates the
 // earliest start wins, then the longest span, then the higher priority.

@@ -14,6 +14,12 @@ type Stream struct {
 	buf  string // retained text: context, released text not yet forgotten, pending text
 	skip int    // keywords starting before buf[skip:] have been dealt with
 	out  int    // bytes of buf already released
+	// The prefilter runs over each byte once: st is its state after
+	// buf[:len(buf)], and hits are the keyword occurrences found in buf
+	// that start at or after skip, whose rules run again on every Write
+	// (their decision may depend on text still to come).
+	st   uint32
+	hits []hit
 }
 
 // streamContext is how much text before the cut point a Stream keeps: more
@@ -40,9 +46,13 @@ func (s *Stream) Write(delta string) string {
 	if delta == "" {
 		return ""
 	}
+	from := len(s.buf)
 	s.buf += delta
 	buf := s.buf
-	cands, limit, depth := s.m.scan(buf, true, s.skip, nil)
+	s.st, s.hits = s.m.advance(buf, from, s.st, s.hits)
+	cands, limit := s.m.evalHits(buf, s.hits, s.skip, nil)
+	a := s.m.ac
+	depth := int(a.depth[s.st/a.ncls])
 	all := slices.Clone(cands)
 	chosen := resolve(buf, cands)
 	f := frontier(buf, limit, depth, chosen)
@@ -57,6 +67,14 @@ func (s *Stream) Write(delta string) string {
 		s.buf = buf[c0:]
 		s.skip = c - c0
 		s.out = f - c0
+		keep := s.hits[:0]
+		for _, h := range s.hits {
+			if h.ks >= c {
+				h.ks, h.ke = h.ks-c0, h.ke-c0
+				keep = append(keep, h)
+			}
+		}
+		s.hits = keep
 	}
 	return b.String()
 }
@@ -68,7 +86,7 @@ func (s *Stream) Flush() string {
 		return ""
 	}
 	buf, out, skip := s.buf, s.out, s.skip
-	s.buf, s.out, s.skip = "", 0, 0
+	s.buf, s.out, s.skip, s.st, s.hits = "", 0, 0, 0, s.hits[:0]
 	if out >= len(buf) {
 		return ""
 	}
