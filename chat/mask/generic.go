@@ -447,9 +447,26 @@ func secretValue(val string, quoted bool, kind keyKind) bool {
 	case n < 12:
 		minEnt = 2.5
 	case n < 20:
+		if longestAlnumRun(val) < 12 {
+			return false // a prefixed short id: sm_pat_9f8g8n3twm
+		}
 		minEnt = 2.8
 	}
 	return st.entropy >= minEnt
+}
+
+// longestAlnumRun is the length of the longest run of letters and digits.
+func longestAlnumRun(v string) int {
+	best, run := 0, 0
+	for i := 0; i < len(v); i++ {
+		if setAlnum[v[i]] {
+			run++
+			best = max(best, run)
+		} else {
+			run = 0
+		}
+	}
+	return best
 }
 
 // camelWords reports a value that contains a run of three or more
