@@ -600,11 +600,8 @@ func matchSK(v *view, ks, ke int, _ string, _ *spec) result {
 		if n < 32 {
 			return noMatch
 		}
-		// current keys: sk-ant-api03- or sk-ant-admin01-, 93 characters, "AA"
-		for _, p := range [...]string{"ant-api03-", "ant-admin01-"} {
-			if strings.HasPrefix(body, p) && (n != len(p)+95 || !strings.HasSuffix(body, "AA")) {
-				return noMatch
-			}
+		if fillerInside(body) {
+			return noMatch // sk-ant-api03-abc123xyz-...-klmnopqrstuvwx-...AA
 		}
 	case strings.HasPrefix(body, "or-"):
 		id = idOpenRouter
