@@ -37,6 +37,22 @@ type ErrorDetail struct {
 	TraceID string    `json:"trace_id"`
 }
 
+// statusError is a domain error answered with a status other than its
+// code's: 405 and 413 keep the code invalid (DESIGN §6 has no code of their
+// own) but tell a client by their status what to change.
+type statusError struct {
+	status int
+	err    error
+}
+
+func (e *statusError) Error() string { return e.err.Error() }
+func (e *statusError) Unwrap() error { return e.err }
+
+// tooLarge is the error of a request body over the limit: 413 invalid.
+func tooLarge(limit int64) error {
+	return &statusError{status: http.StatusRequestEntityTooLarge, err: chat.Errorf(chat.CodeInvalid, "request body is larger than %d bytes", limit)}
+}
+
 // toDomain turns echo's own errors (unknown route, wrong method, body too
 // large) into domain errors.
 func toDomain(err error) error {
@@ -44,7 +60,7 @@ func toDomain(err error) error {
 	if !errors.As(err, &he) {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return chat.Errorf(chat.CodeInvalid, "request body is larger than %d bytes", mbe.Limit)
+			return tooLarge(mbe.Limit)
 		}
 		return err
 	}
@@ -52,15 +68,28 @@ func toDomain(err error) error {
 	case http.StatusNotFound:
 		return chat.Errorf(chat.CodeNotFound, "no such route")
 	case http.StatusMethodNotAllowed:
-		return chat.Errorf(chat.CodeInvalid, "method not allowed on this route")
+		return &statusError{status: http.StatusMethodNotAllowed, err: chat.Errorf(chat.CodeInvalid, "method not allowed on this route")}
 	case http.StatusRequestEntityTooLarge:
-		return chat.Errorf(chat.CodeInvalid, "request body is too large")
+		return &statusError{status: http.StatusRequestEntityTooLarge, err: chat.Errorf(chat.CodeInvalid, "request body is too large")}
 	case http.StatusServiceUnavailable:
 		return chat.Errorf(chat.CodeUnavailable, "service unavailable")
 	case http.StatusBadRequest:
 		return chat.Errorf(chat.CodeInvalid, "bad request")
 	}
 	return err
+}
+
+// statusOfError is the HTTP status of err: its statusError's, else its
+// code's.
+func statusOfError(err error) int {
+	var se *statusError
+	if errors.As(err, &se) {
+		return se.status
+	}
+	if status, ok := statusOf[chat.ErrorCode(err)]; ok {
+		return status
+	}
+	return http.StatusInternalServerError
 }
 
 // errorHandler writes err as the contract's error JSON.
@@ -70,10 +99,7 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	}
 	err = toDomain(err)
 	code := chat.ErrorCode(err)
-	status, ok := statusOf[code]
-	if !ok {
-		status = http.StatusInternalServerError
-	}
+	status := statusOfError(err)
 	id := requestID(c)
 	if status >= 500 {
 		s.log.ErrorContext(c.Request().Context(), "request failed", slog.String("request_id", id),

@@ -20,7 +20,7 @@ func decode(c echo.Context, v any) error {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return chat.Errorf(chat.CodeInvalid, "request body is larger than %d bytes", mbe.Limit)
+			return tooLarge(mbe.Limit)
 		}
 		return chat.Errorf(chat.CodeInvalid, "read request body: %v", err)
 	}

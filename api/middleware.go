@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/prchat/prchat/chat"
 )
 
 const requestIDKey = "request_id"
@@ -39,13 +38,14 @@ func requestID(c echo.Context) string {
 	return id
 }
 
-// bodyLimit caps request bodies; reading past the cap fails the decode.
+// bodyLimit caps request bodies: a body announced larger is refused at
+// once, and reading past the cap fails the decode; both answer 413.
 func bodyLimit(limit int64) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			r := c.Request()
 			if r.ContentLength > limit {
-				return chat.Errorf(chat.CodeInvalid, "request body is larger than %d bytes", limit)
+				return tooLarge(limit)
 			}
 			r.Body = http.MaxBytesReader(c.Response(), r.Body, limit)
 			return next(c)

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/prchat/prchat/chat"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -45,7 +44,7 @@ func (c Config) withDefaults() Config {
 // Server is prchat's HTTP API.
 type Server struct {
 	cfg     Config
-	svc     *chat.Service
+	svc     Service
 	log     *slog.Logger
 	echo    *echo.Echo
 	metrics *metrics
@@ -55,11 +54,27 @@ type Server struct {
 	cancel context.CancelFunc // ends the requests in flight (SSE streams)
 }
 
-// New returns a Server answering for svc.
-func New(cfg Config, svc *chat.Service) (*Server, error) {
+// New returns a Server answering every route of the contract for svc.
+func New(cfg Config, svc Service) (*Server, error) {
 	if svc == nil {
-		return nil, errors.New("api: a chat service is required")
+		return nil, errors.New("api: a service is required")
 	}
+	s := newServer(cfg, svc)
+	s.probeRoutes()
+	s.routes()
+	return s, nil
+}
+
+// NewProbe returns a Server of the probes alone, for a process without
+// the API (prchat worker): /healthz and /metrics, with request ids, metrics
+// and the contract's errors like the API's own.
+func NewProbe(cfg Config) *Server {
+	s := newServer(cfg, nil)
+	s.probeRoutes()
+	return s
+}
+
+func newServer(cfg Config, svc Service) *Server {
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, svc: svc, log: cfg.Logger, echo: echo.New()}
 	s.metrics = newMetrics(cfg.Registry)
@@ -67,8 +82,7 @@ func New(cfg Config, svc *chat.Service) (*Server, error) {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
 	e.Use(requestIDs, s.observe, s.recoverPanics, bodyLimit(cfg.BodyLimit))
-	s.routes()
-	return s, nil
+	return s
 }
 
 // Handler returns the server's HTTP handler.
@@ -106,11 +120,19 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return srv.Shutdown(ctx)
 }
 
-func (s *Server) routes() {
+// probeRoutes are the routes of every prchat process that serves HTTP.
+func (s *Server) probeRoutes() {
 	e := s.echo
 	e.GET("/healthz", s.healthz)
-	e.GET("/readyz", s.readyz)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{})))
+}
+
+// routes are the API's own routes. A route added here is added to
+// openapi.json too (see the package doc).
+func (s *Server) routes() {
+	e := s.echo
+	e.GET("/readyz", s.readyz)
+	e.GET("/openapi.json", s.openAPI)
 
 	v1 := e.Group("/api/v1")
 	v1.POST("/repos", s.registerRepository)

@@ -437,33 +437,6 @@ func (s *Service) Turn(ctx context.Context, conversationID string, number int) (
 	return s.store.Turn(ctx, conversationID, number)
 }
 
-// WaitTurn returns a turn once it is settled, or as it is when wait ends.
-func (s *Service) WaitTurn(ctx context.Context, conversationID string, number int, wait time.Duration) (Turn, error) {
-	t, err := s.store.Turn(ctx, conversationID, number)
-	if err != nil || t.State.Final() || wait <= 0 {
-		return t, err
-	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	delay := 5 * time.Millisecond
-	for {
-		tick := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			tick.Stop()
-			return t, nil
-		case <-timer.C:
-			tick.Stop()
-			return t, nil
-		case <-tick.C:
-		}
-		if t, err = s.store.Turn(ctx, conversationID, number); err != nil || t.State.Final() {
-			return t, err
-		}
-		delay = min(delay*2, 200*time.Millisecond)
-	}
-}
-
 // Cancel cancels a pending turn: it is settled as cancelled at once and its
 // job is stopped (a running agent is killed). A settled turn is returned as
 // it is.

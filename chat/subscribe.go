@@ -152,6 +152,115 @@ func (sub *subscription) send(ctx context.Context, e Event) bool {
 	}
 }
 
+// WaitTurn returns a turn once it is settled, or as it is when wait (or
+// ctx) ends; a zero wait returns it at once. It waits on the turn's live
+// events: it follows them first and reads the store after, so a turn
+// settled in between is seen, and reads the store again at the turn's
+// final event. A follow that ends early (the waiter fell behind, Redis was
+// lost) reads the store and follows again; without a follower it reads the
+// store at growing intervals.
+func (s *Service) WaitTurn(ctx context.Context, conversationID string, number int, wait time.Duration) (Turn, error) {
+	t, err := s.store.Turn(ctx, conversationID, number)
+	if err != nil || t.State.Final() || wait <= 0 {
+		return t, err
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	w := turnWaiter{s: s, turn: t}
+	final, err := w.wait(waitCtx)
+	switch {
+	case err != nil && ctx.Err() == nil && waitCtx.Err() == nil:
+		return Turn{}, err
+	case final:
+		return w.turn, nil
+	case ctx.Err() != nil:
+		return w.turn, nil
+	}
+	// The wait ended: the turn as it is now.
+	return s.store.Turn(ctx, conversationID, number)
+}
+
+// turnWaiter waits for a turn to settle.
+type turnWaiter struct {
+	s    *Service
+	turn Turn
+}
+
+// wait returns true once the turn read from the store is settled, false
+// when ctx ends first.
+func (w *turnWaiter) wait(ctx context.Context) (bool, error) {
+	s := w.s
+	delay := 5 * time.Millisecond
+	for ctx.Err() == nil {
+		var live <-chan Event
+		if s.follower != nil {
+			ch, err := s.follower.Follow(ctx, w.turn.ID, w.turn.LastSeq)
+			if err != nil && ctx.Err() == nil {
+				s.log.WarnContext(ctx, "follow turn events; polling the store", slog.String("turn", w.turn.ID), slog.Any("err", err))
+			}
+			live = ch
+		}
+		// Read the store after following starts: what settled before is
+		// seen here, what settles after comes as an event.
+		if final, err := w.check(ctx); err != nil || final {
+			return final, err
+		}
+		if live == nil {
+			select {
+			case <-ctx.Done():
+				return false, nil
+			case <-time.After(delay):
+			}
+			delay = min(delay*2, 200*time.Millisecond)
+			continue
+		}
+		if final, err := w.follow(ctx, live); err != nil || final {
+			return final, err
+		}
+		// The follow ended early: pause, so that a Redis that is down is
+		// not asked again at once.
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return false, nil
+}
+
+// follow reads live events until the turn's final one (then true, once
+// the store says so too), or until the follow ends (false).
+func (w *turnWaiter) follow(ctx context.Context, live <-chan Event) (bool, error) {
+	for {
+		select {
+		case <-ctx.Done():
+			return false, nil
+		case e, ok := <-live:
+			if !ok {
+				return false, nil
+			}
+			if !e.Final() {
+				continue
+			}
+			if final, err := w.check(ctx); err != nil || final {
+				return final, err
+			}
+		}
+	}
+}
+
+// check reads the turn from the store and reports whether it is settled.
+func (w *turnWaiter) check(ctx context.Context) (bool, error) {
+	t, err := w.s.store.TurnByID(ctx, w.turn.ID)
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, nil
+		}
+		return false, fmt.Errorf("read turn %s: %w", w.turn.ID, err)
+	}
+	w.turn = t
+	return t.State.Final(), nil
+}
+
 // SubscribeFeed returns a repository's turn state changes after the feed
 // position after ("" = from now) until ctx ends.
 func (s *Service) SubscribeFeed(ctx context.Context, repo, after string) (<-chan FeedEvent, error) {

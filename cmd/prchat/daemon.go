@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,11 +25,13 @@ import (
 	"github.com/prchat/prchat/worker"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 )
 
-var _ openai.Sessions = (*store.AgentSessions)(nil)
+var (
+	_ openai.Sessions = (*store.AgentSessions)(nil)
+	_ api.Service     = (*chat.Service)(nil)
+)
 
 // role says which parts a process runs.
 type role struct {
@@ -73,13 +72,12 @@ type daemon struct {
 	queue      *worker.Queue
 	events     *worker.Events
 	svc        *chat.Service
-	api        *api.Server
+	api        *api.Server // the API, or the probes of a worker alone
 	ln         net.Listener
 	heartbeat  *worker.Heartbeat
 	server     *worker.Server
 	reconciler *worker.Reconciler
 	runner     string
-	metricsSrv *http.Server
 
 	failed   chan error
 	stopOnce sync.Once
@@ -271,46 +269,25 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 		}
 	}
 
+	// A worker alone serves its liveness and metrics on the same address.
 	if r.api {
-		if d.api, err = api.New(api.Config{Registry: reg, Logger: log, PingInterval: o.pingInterval}, d.svc); err != nil {
+		d.api, err = api.New(api.Config{Registry: reg, Logger: log, PingInterval: o.pingInterval}, d.svc)
+		if err != nil {
 			return nil, err
 		}
-		if d.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
-			return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
-		}
-		d.served.Add(1)
-		go func() {
-			defer d.served.Done()
-			if err := d.api.Serve(d.ln); err != nil {
-				d.failed <- err
-			}
-		}()
 	} else {
-		// A worker alone serves its metrics and liveness on the same address.
-		if d.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
-			return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
-		}
-		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
-		})
-		withID := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			var b [12]byte
-			_, _ = rand.Read(b[:])
-			w.Header().Set("X-Request-Id", hex.EncodeToString(b[:]))
-			mux.ServeHTTP(w, r)
-		})
-		d.metricsSrv = &http.Server{Handler: withID, ReadHeaderTimeout: 10 * time.Second}
-		d.served.Add(1)
-		go func() {
-			defer d.served.Done()
-			if err := d.metricsSrv.Serve(d.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				d.failed <- err
-			}
-		}()
+		d.api = api.NewProbe(api.Config{Registry: reg, Logger: log})
 	}
+	if d.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	d.served.Add(1)
+	go func() {
+		defer d.served.Done()
+		if err := d.api.Serve(d.ln); err != nil {
+			d.failed <- err
+		}
+	}()
 	return d, nil
 }
 
@@ -342,9 +319,6 @@ func (d *daemon) Stop() {
 		defer cancel()
 		if d.api != nil {
 			_ = d.api.Shutdown(ctx)
-		}
-		if d.metricsSrv != nil {
-			_ = d.metricsSrv.Shutdown(ctx)
 		}
 		d.served.Wait()
 		if d.reconciler != nil {

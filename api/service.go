@@ -1,0 +1,45 @@
+package api
+
+import (
+	"context"
+	"time"
+
+	"github.com/prchat/prchat/chat"
+)
+
+// Service is what the API asks of prchat's domain: the questions, lookups,
+// subscriptions and settings behind its routes. *chat.Service implements it;
+// the API's tests may use another.
+type Service interface {
+	// Ready reports whether the database and the queue answer.
+	Ready(ctx context.Context) error
+
+	RegisterRepository(ctx context.Context, r chat.Repository) (chat.Repository, bool, error)
+	Repository(ctx context.Context, name string) (chat.Repository, error)
+	Repositories(ctx context.Context) ([]chat.Repository, error)
+
+	RecordReview(ctx context.Context, repo string, r chat.Review) (chat.Review, error)
+	Review(ctx context.Context, repo string, pr, version int) (chat.Review, error)
+	Reviews(ctx context.Context, repo string, pr int) ([]chat.Review, error)
+
+	Ask(ctx context.Context, repo string, pr, version int, a chat.Ask) (chat.Conversation, chat.Turn, error)
+	Continue(ctx context.Context, conversationID string, a chat.Ask) (chat.Turn, error)
+	Conversation(ctx context.Context, id string) (chat.Conversation, error)
+	Conversations(ctx context.Context, repo string, pr int) ([]chat.Conversation, error)
+	DeleteConversation(ctx context.Context, id string) error
+
+	// WaitTurn returns a turn once it is settled, or as it is when wait
+	// ends; a zero wait returns it at once.
+	WaitTurn(ctx context.Context, conversationID string, number int, wait time.Duration) (chat.Turn, error)
+	Cancel(ctx context.Context, conversationID string, number int) (chat.Turn, error)
+	// Subscribe returns a turn's events after the event after, ending with
+	// its final event; SubscribeFeed a repository's feed until ctx ends.
+	Subscribe(ctx context.Context, conversationID string, number int, after int64) (<-chan chat.Event, error)
+	SubscribeFeed(ctx context.Context, repo, after string) (<-chan chat.FeedEvent, error)
+	Transcript(ctx context.Context, conversationID string, number int) ([]chat.Event, error)
+
+	Providers(ctx context.Context) (chat.ProviderSettings, error)
+	SetActiveProvider(ctx context.Context, provider, model string) (chat.ProviderSettings, error)
+	SetProviderKey(ctx context.Context, provider, key string) error
+	DeleteProviderKey(ctx context.Context, provider string) error
+}

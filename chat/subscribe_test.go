@@ -1,0 +1,190 @@
+package chat_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prchat/prchat/agentsession/agentsessiontest"
+	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/store/storetest"
+	"github.com/prchat/prchat/worker"
+	"github.com/prchat/prchat/worker/workertest"
+)
+
+// countingStore counts the reads of a turn.
+type countingStore struct {
+	chat.Store
+	reads atomic.Int64
+}
+
+func (s *countingStore) Turn(ctx context.Context, conversationID string, number int) (chat.Turn, error) {
+	s.reads.Add(1)
+	return s.Store.Turn(ctx, conversationID, number)
+}
+
+func (s *countingStore) TurnByID(ctx context.Context, id string) (chat.Turn, error) {
+	s.reads.Add(1)
+	return s.Store.TurnByID(ctx, id)
+}
+
+// hookedFollower is the real follower, with a hook run when a follow
+// starts.
+type hookedFollower struct {
+	chat.Follower
+	follows  atomic.Int64
+	onFollow func()
+}
+
+func (f *hookedFollower) Follow(ctx context.Context, turnID string, after int64) (<-chan chat.Event, error) {
+	ch, err := f.Follower.Follow(ctx, turnID, after)
+	f.follows.Add(1)
+	if f.onFollow != nil {
+		f.onFollow()
+	}
+	return ch, err
+}
+
+type waitFixture struct {
+	svc *chat.Service
+	// other is a second Service on the same store and Redis, whose reads
+	// are not counted: it settles turns as another API process would.
+	other    *chat.Service
+	store    *countingStore
+	follower *hookedFollower
+	conv     string
+	turnID   string
+}
+
+// setupWait makes a Service on a real store and Redis (queue, hosts and
+// events) and asks a question whose turn stays queued: nothing runs it.
+// follow false leaves the Service without a follower.
+func setupWait(t *testing.T, follow bool) *waitFixture {
+	t.Helper()
+	rdb, err := worker.NewRedisClient(workertest.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	queue, err := worker.NewQueue(rdb, worker.QueueConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := worker.NewEvents(rdb, worker.EventsConfig{})
+	t.Cleanup(events.Close)
+	f := &waitFixture{store: &countingStore{Store: storetest.New(t)}, follower: &hookedFollower{Follower: events}}
+	deps := chat.Deps{Store: f.store, Queue: queue, Hosts: worker.NewHosts(rdb), Publisher: events}
+	if follow {
+		deps.Follower = f.follower
+	}
+	if f.svc, err = chat.NewService(chat.Config{}, deps); err != nil {
+		t.Fatal(err)
+	}
+	deps.Store, deps.Follower = f.store.Store, nil
+	if f.other, err = chat.NewService(chat.Config{}, deps); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	repo := agentsessiontest.NewRepo(t, map[string]string{"a.go": "package a\n"})
+	if _, _, err := f.svc.RegisterRepository(ctx, repo.Repository("acme/a")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.RecordReview(ctx, "acme/a", chat.Review{PR: 1, HeadSHA: repo.Head()}); err != nil {
+		t.Fatal(err)
+	}
+	c, turn, err := f.svc.Ask(ctx, "acme/a", 1, 0, chat.Ask{Question: "Why?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.conv, f.turnID = c.ID, turn.ID
+	return f
+}
+
+// waitResult is what a WaitTurn call returned and how long it took.
+type waitResult struct {
+	turn    chat.Turn
+	err     error
+	elapsed time.Duration
+}
+
+func (f *waitFixture) waitAsync(wait time.Duration) <-chan waitResult {
+	out := make(chan waitResult, 1)
+	go func() {
+		start := time.Now()
+		t, err := f.svc.WaitTurn(context.Background(), f.conv, 1, wait)
+		out <- waitResult{t, err, time.Since(start)}
+	}()
+	return out
+}
+
+// TestWaitTurnWakesOnTheFinalEvent: a long-poll follows the turn's events
+// and reads the store only to start and once the final event came, not in
+// a loop.
+func TestWaitTurnWakesOnTheFinalEvent(t *testing.T) {
+	t.Parallel()
+	f := setupWait(t, true)
+	const wait = 30 * time.Second
+	f.store.reads.Store(0)
+	res := f.waitAsync(wait)
+	waitFor(t, "the long-poll to follow the turn", func() bool { return f.follower.follows.Load() == 1 })
+	time.Sleep(100 * time.Millisecond) // a polling waiter would read the store meanwhile
+	if _, err := f.other.Cancel(context.Background(), f.conv, 1); err != nil {
+		t.Fatal(err)
+	}
+	got := <-res
+	if got.err != nil || got.turn.State != chat.StateCancelled {
+		t.Fatalf("WaitTurn = %v, %v; want the cancelled turn", got.turn.State, got.err)
+	}
+	if got.elapsed >= wait {
+		t.Fatalf("WaitTurn returned after the whole wait (%v)", got.elapsed)
+	}
+	// The first read, the read after following, the read at the final
+	// event.
+	if n := f.store.reads.Load(); n != 3 {
+		t.Errorf("the long-poll read the turn %d times, want 3", n)
+	}
+}
+
+// TestWaitTurnSeesASettleBeforeItFollows: a turn settled after the first
+// read but before the follow started, whose event the follow never
+// delivers, is seen by the read after following.
+func TestWaitTurnSeesASettleBeforeItFollows(t *testing.T) {
+	t.Parallel()
+	f := setupWait(t, true)
+	f.follower.onFollow = func() {
+		// Settle in the store alone: no event is published.
+		if _, err := f.store.SettleTurn(context.Background(), f.turnID, chat.StateCancelled, chat.ReasonCancelled, "gone"); err != nil {
+			t.Error(err)
+		}
+	}
+	const wait = 30 * time.Second
+	got := <-f.waitAsync(wait)
+	if got.err != nil || got.turn.State != chat.StateCancelled {
+		t.Fatalf("WaitTurn = %v, %v; want the cancelled turn", got.turn.State, got.err)
+	}
+	if got.elapsed >= wait {
+		t.Fatalf("WaitTurn missed the settle and waited %v", got.elapsed)
+	}
+}
+
+// TestWaitTurnEndsWithTheWait: a turn that does not settle is returned as
+// it is when the wait ends; without a follower the store is polled.
+func TestWaitTurnEndsWithTheWait(t *testing.T) {
+	t.Parallel()
+	for _, follow := range []bool{true, false} {
+		f := setupWait(t, follow)
+		got := <-f.waitAsync(150 * time.Millisecond)
+		if got.err != nil || got.turn.State != chat.StateQueued || got.elapsed < 150*time.Millisecond {
+			t.Fatalf("follow %v: WaitTurn = %v, %v after %v; want the queued turn after the wait", follow, got.turn.State, got.err, got.elapsed)
+		}
+		res := f.waitAsync(30 * time.Second)
+		time.Sleep(50 * time.Millisecond)
+		if _, err := f.other.Cancel(context.Background(), f.conv, 1); err != nil {
+			t.Fatal(err)
+		}
+		if got := <-res; got.err != nil || got.turn.State != chat.StateCancelled {
+			t.Fatalf("follow %v: WaitTurn = %v, %v; want cancelled", follow, got.turn.State, got.err)
+		}
+	}
+}
