@@ -43,7 +43,8 @@ func TestErrorHandlerHidesInternals(t *testing.T) {
 	}{
 		{errors.New("pq: password authentication failed for user secret"), 500, chat.CodeInternal},
 		{echo.ErrNotFound, 404, chat.CodeNotFound},
-		{echo.ErrMethodNotAllowed, 400, chat.CodeInvalid},
+		{echo.ErrMethodNotAllowed, 405, chat.CodeInvalid},
+		{echo.ErrStatusRequestEntityTooLarge, 413, chat.CodeInvalid},
 		{chat.Errorf(chat.CodeBusy, "still answering"), 409, chat.CodeBusy},
 	} {
 		e := echo.New()
