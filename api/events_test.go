@@ -1,0 +1,293 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/prchat/prchat/agentsession/scripted"
+	"github.com/prchat/prchat/api"
+	"github.com/prchat/prchat/chat"
+)
+
+// liveStep is a scripted agent call that reports tool steps and text, then
+// waits for release.
+func liveStep(release chan struct{}) scripted.Step {
+	return scripted.Step{
+		Events: []chat.Event{
+			{Type: chat.EventToolStart, ToolID: "t1", ToolName: "Read", Input: json.RawMessage(`{"path":"settings/settings.go"}`)},
+			{Type: chat.EventToolResult, ToolID: "t1", ToolName: "Read", Summary: "read 13 lines"},
+			{Type: chat.EventTextDelta, Text: "Load refuses "},
+			{Type: chat.EventTextDelta, Text: "an empty path."},
+		},
+		Wait:   release,
+		Answer: goodAnswer("Load refuses an empty path."),
+	}
+}
+
+// streamJSON is a stream's events as a golden file holds them.
+func streamJSON(evs []sseEvent) response {
+	type wire struct {
+		ID   string         `json:"id"`
+		Data map[string]any `json:"data"`
+	}
+	out := make([]wire, len(evs))
+	for i, e := range evs {
+		out[i] = wire{e.ID, e.Data}
+	}
+	raw, _ := json.Marshal(out)
+	return response{status: http.StatusOK, header: http.Header{}, body: raw}
+}
+
+// TestSubscribeBeforeDuringAndAfter: subscribers that join before the turn
+// starts, while it runs and after it settled see the same ordered events
+// (testdata/events/succeeded.json), ending with done; a cancelled turn's
+// stream ends with error, for a live and a late subscriber.
+func TestSubscribeBeforeDuringAndAfter(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	v := f.review("scripted", nil)
+	release := make(chan struct{})
+	f.scripted.Push(liveStep(release))
+	conv := f.ask(v, "Why does Load refuse?")
+
+	before := f.subscribe(conv, 1, "")
+	f.run(conv, 1)
+	f.waitCalls(1)
+	during := f.subscribe(conv, 1, "")
+	first, ok := during.next()
+	if !ok || first.Type != "state" || first.Data["state"] != "running" {
+		t.Fatalf("first event while running = %+v", first)
+	}
+	close(release)
+	got := before.all()
+	rest := during.all()
+	if diff := cmp.Diff(got, append([]sseEvent{first}, rest...)); diff != "" {
+		t.Errorf("during differs from before (-before +during):\n%s", diff)
+	}
+	after := f.subscribe(conv, 1, "").all()
+	if diff := cmp.Diff(got, after); diff != "" {
+		t.Errorf("after differs from before (-before +after):\n%s", diff)
+	}
+	for i, ev := range got {
+		if ev.Seq != int64(i+1) {
+			t.Fatalf("seqs = %v, want 1..%d", seqs(got), len(got))
+		}
+	}
+	f.golden(t, "events/succeeded", streamJSON(got))
+
+	// A cancelled turn ends with error, for a live and a late subscriber.
+	f.scripted.Push(scripted.Step{Hang: true, Events: []chat.Event{{Type: chat.EventTextDelta, Text: "thinking"}}})
+	n := f.next(conv, "Again?")
+	live := f.subscribe(conv, n, "")
+	f.run(conv, n)
+	f.waitCalls(2)
+	f.do("POST", fmt.Sprintf("/api/v1/conversations/%s/turns/%d/cancel", conv, n), nil, http.StatusAccepted, nil)
+	failed := live.all()
+	last := failed[len(failed)-1]
+	if last.Type != "error" || last.Data["reason"] != "cancelled" || last.Data["trace_id"] == "" {
+		t.Errorf("last event = %+v, want error with reason cancelled and a trace id", last)
+	}
+	late := f.subscribe(conv, n, "").all()
+	if diff := cmp.Diff(types(failed), types(late)); diff != "" {
+		t.Errorf("late subscriber's events differ (-live +late):\n%s", diff)
+	}
+	if diff := cmp.Diff(seqs(failed), seqs(late)); diff != "" {
+		t.Errorf("late subscriber's seqs differ (-live +late):\n%s", diff)
+	}
+}
+
+// TestReconnectWithLastEventID: a client that drops mid-stream and
+// reconnects with Last-Event-ID (or ?last_event_id=) gets the rest, without
+// gap or duplicate.
+func TestReconnectWithLastEventID(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	v := f.review("scripted", nil)
+	release := make(chan struct{})
+	f.scripted.Push(liveStep(release))
+	conv := f.ask(v, "Why?")
+	f.run(conv, 1)
+	f.waitCalls(1)
+
+	s := f.subscribe(conv, 1, "")
+	var head []sseEvent
+	for len(head) < 3 {
+		ev, ok := s.next()
+		if !ok {
+			t.Fatal("stream ended early")
+		}
+		head = append(head, ev)
+	}
+	s.close()
+	close(release)
+	lastID := head[len(head)-1].ID
+	tail := f.subscribe(conv, 1, lastID).all()
+	full := f.subscribe(conv, 1, "").all()
+	if diff := cmp.Diff(full, append(head, tail...)); diff != "" {
+		t.Fatalf("reconnected stream differs (-full +joined):\n%s", diff)
+	}
+	byQuery := f.c.stream(t, fmt.Sprintf("/api/v1/conversations/%s/turns/1/events?last_event_id=%s", conv, lastID), "TurnEvent").all()
+	if diff := cmp.Diff(tail, byQuery); diff != "" {
+		t.Fatalf("?last_event_id differs from Last-Event-ID (-header +query):\n%s", diff)
+	}
+}
+
+// TestStalledSubscriberBlocksNothing: a client that never reads its stream
+// delays neither the turn nor another subscriber.
+func TestStalledSubscriberBlocksNothing(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	v := f.review("scripted", nil)
+	release := make(chan struct{})
+	step := scripted.Step{Wait: release, Answer: goodAnswer("done")}
+	big := strings.Repeat("word ", 400)
+	for i := 0; i < 3000; i++ {
+		step.Events = append(step.Events, chat.Event{Type: chat.EventToolResult, ToolID: strconv.Itoa(i), ToolName: "Read", Summary: big})
+	}
+	f.scripted.Push(step)
+	conv := f.ask(v, "Stall?")
+
+	// The stalled client: it sends the request and never reads.
+	addr := strings.TrimPrefix(f.url, "http://")
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetReadBuffer(4096)
+	}
+	fmt.Fprintf(conn, "GET /api/v1/conversations/%s/turns/1/events HTTP/1.1\r\nHost: %s\r\n\r\n", conv, addr)
+
+	reader := f.subscribe(conv, 1, "")
+	done := f.run(conv, 1)
+	close(release)
+	got := reader.all()
+	if got[len(got)-1].Type != "done" || len(got) != 3000+6 {
+		t.Fatalf("the reading subscriber got %d events ending in %s", len(got), got[len(got)-1].Type)
+	}
+	<-done
+}
+
+// TestPingsKeepIdleStreamsOpen: an idle stream gets ": ping" comments.
+func TestPingsKeepIdleStreamsOpen(t *testing.T) {
+	t.Parallel()
+	f := setup(t, func(o *options) { o.api.PingInterval = 20 * time.Millisecond })
+	v := f.review("scripted", nil)
+	release := make(chan struct{})
+	f.scripted.Push(scripted.Step{Wait: release, Answer: goodAnswer("late")})
+	conv := f.ask(v, "Slow?")
+	f.run(conv, 1)
+	f.waitCalls(1)
+	s := f.subscribe(conv, 1, "")
+	if ev, ok := s.next(); !ok || ev.Type != "state" {
+		t.Fatalf("first event = %+v", ev)
+	}
+	time.Sleep(150 * time.Millisecond)
+	close(release)
+	s.all()
+	if s.pings < 2 {
+		t.Fatalf("saw %d pings on a stream idle for 150ms with a 20ms ping interval", s.pings)
+	}
+}
+
+// TestTranscript returns the stored events of a settled turn
+// (testdata/events/transcript.json), the same as its stream.
+func TestTranscript(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	v := f.review("scripted", nil)
+	release := make(chan struct{})
+	close(release)
+	f.scripted.Push(liveStep(release))
+	conv := f.ask(v, "Why?")
+	f.settle(conv, 1)
+	r := f.c.send(t, "GET", "/api/v1/conversations/"+conv+"/turns/1/transcript", nil)
+	if r.status != http.StatusOK {
+		t.Fatalf("transcript = %d %s", r.status, r.body)
+	}
+	f.golden(t, "events/transcript", r)
+	var out struct{ Events []map[string]any }
+	if err := json.Unmarshal(r.body, &out); err != nil {
+		t.Fatal(err)
+	}
+	stream := f.subscribe(conv, 1, "").all()
+	if len(stream) != len(out.Events) {
+		t.Fatalf("transcript has %d events, the stream %d", len(out.Events), len(stream))
+	}
+	for i, e := range stream {
+		if diff := cmp.Diff(e.Data, out.Events[i]); diff != "" {
+			t.Errorf("event %d: stream (-) and transcript (+) differ:\n%s", i+1, diff)
+		}
+	}
+}
+
+// TestRepositoryFeed: a dashboard's feed sees a turn go queued, running,
+// succeeded, each event with its feed position as id; a position that is
+// none is refused.
+func TestRepositoryFeed(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	v := f.review("local", nil)
+	s := f.c.stream(t, "/api/v1/repos/"+repoName+"/events", "FeedEvent")
+	time.Sleep(50 * time.Millisecond) // the feed follows from now
+	conv := f.ask(v, "Where is Load?")
+	f.run(conv, 1)
+	var states []string
+	for len(states) < 3 {
+		ev, ok := s.next()
+		if !ok {
+			t.Fatalf("feed ended after %v", states)
+		}
+		if ev.Data["conversation_id"] != conv {
+			t.Fatalf("feed event of another conversation: %v", ev.Data)
+		}
+		states = append(states, ev.Data["state"].(string))
+		if ev.ID == "" {
+			t.Error("feed event without id")
+		}
+	}
+	if diff := cmp.Diff([]string{"queued", "running", "succeeded"}, states); diff != "" {
+		t.Fatalf("feed states (-want +got):\n%s", diff)
+	}
+	r := f.c.send(t, "GET", "/api/v1/repos/"+repoName+"/events", nil, "Last-Event-ID", "not-a-position")
+	if r.status != http.StatusBadRequest {
+		t.Errorf("a bad feed position = %d %s, want 400", r.status, r.body)
+	}
+}
+
+// TestShutdownEndsStreams: Shutdown ends the open event streams at once.
+func TestShutdownEndsStreams(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	v := f.review("scripted", nil)
+	f.scripted.Push(scripted.Step{Hang: true})
+	conv := f.ask(v, "Forever?")
+	srv, err := api.New(api.Config{}, f.svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	s := newClient(t, "http://"+ln.Addr().String()).stream(t, fmt.Sprintf("/api/v1/conversations/%s/turns/1/events", conv), "TurnEvent")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown with a stream open: %v", err)
+	}
+	if _, ok := s.next(); ok {
+		t.Error("the stream went on after Shutdown")
+	}
+}
