@@ -60,7 +60,6 @@ type options struct {
 	heartbeatTTL   time.Duration
 	reconcileGrace time.Duration
 	maxRetry       int
-	pingInterval   time.Duration
 }
 
 // daemon is a running prchat process.
@@ -271,7 +270,7 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 
 	// A worker alone serves its liveness and metrics on the same address.
 	if r.api {
-		d.api, err = api.New(api.Config{Registry: reg, Logger: log, PingInterval: o.pingInterval}, d.svc)
+		d.api, err = api.New(api.Config{Registry: reg, Logger: log}, d.svc)
 		if err != nil {
 			return nil, err
 		}
