@@ -1,7 +1,38 @@
 // Package api is prchat's HTTP API: an echo server with the routes of the
 // contract (DESIGN §6), JSON errors with codes mapped from chat's domain
 // errors in one place, request ids, body limits, request metrics and logs.
+// It reaches the domain through Service, which *chat.Service implements.
+// NewProbe serves the probes alone (/healthz, /metrics) for a process
+// without the API.
 //
 // Lists are returned as objects ({"repositories": [...]}) so that fields can
 // be added later. A review version in a path may be a number or "latest".
+// A wrong method on a known path is 405 with an Allow header and a body
+// over Config.BodyLimit is 413, both with the code invalid: DESIGN §6 has
+// no code of their own, and the status tells a client what to change.
+//
+// # The API document
+//
+// GET /openapi.json serves openapi.json, an OpenAPI 3.1 document written by
+// hand beside the routes and embedded in the binary. The tests keep it
+// true: TestDocumentHasEveryRoute fails when a route registered with echo
+// is missing from it or a documented operation is not registered, and every
+// response the api tests (and cmd/prchat's end-to-end tests) receive is
+// checked against it by package apitest: its status must be listed for
+// the operation, its headers and JSON body must match, each SSE event's
+// data must match the TurnEvent or FeedEvent schema.
+//
+// To add a route:
+//
+//  1. Register it in routes (or probeRoutes) with its handler.
+//  2. Add its path and operation to openapi.json: an operationId, a tag,
+//     every status it can answer (2xx and the errors; point to
+//     components.responses for the error ones, which carry X-Request-Id),
+//     its request body and response schemas under components.schemas. A
+//     route that takes a body lists 413. Routes that need a token add
+//     "security": [{"bearerAuth": [...]}].
+//  3. Test it in this package with the fixture of setup_test.go (f.do,
+//     f.c.send, f.golden): the test client then checks its answers against
+//     the document, and go test ./api -update writes its golden files
+//     under testdata/.
 package api
