@@ -3,6 +3,7 @@ module github.com/prchat/prchat
 go 1.26.8
 
 require (
+	github.com/BurntSushi/toml v1.6.0
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/google/go-cmp v0.7.0
 	github.com/google/uuid v1.6.0

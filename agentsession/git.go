@@ -15,10 +15,15 @@ import (
 // Git runs git commands for prchat. Every command runs under a context
 // (killed with its process group when the context ends), never prompts for
 // credentials (GIT_TERMINAL_PROMPT=0), reads stdin from the null device, runs
-// no hooks of the repository, and speaks the C locale.
+// no hooks of the repository, and speaks the C locale. Its environment is
+// CommonEnv and GitEnv of the worker's, nothing else: no PRCHAT_* variable
+// and no cloud credentials reach git or what it runs.
 type Git struct {
 	// Path is the git binary; empty means "git" from PATH.
 	Path string
+	// Secrets are the daemon's configured secret values: a variable that
+	// holds one is not passed to git, whatever its name.
+	Secrets []string
 }
 
 // GitError is a git command that failed: its arguments, its exit code (-1
@@ -68,7 +73,7 @@ func (g Git) Cmd(ctx context.Context, dir string, args ...string) *exec.Cmd {
 	}
 	full = append(full, args...)
 	cmd := Command(ctx, g.bin(), full...)
-	cmd.Env = append(os.Environ(),
+	cmd.Env, _ = EnvPolicy{Allow: GitEnv(), Secrets: g.Secrets}.Env(os.Environ(),
 		"GIT_TERMINAL_PROMPT=0",
 		"GIT_ASKPASS=",
 		"SSH_ASKPASS=",

@@ -25,6 +25,9 @@ type Config struct {
 	DataDir string
 	// Git is the git binary; default "git" from PATH.
 	Git string
+	// Secrets are the daemon's configured secret values: no variable
+	// holding one reaches git (see Git.Secrets).
+	Secrets []string
 	// Logger receives what Workspaces does (sizes, paths, durations; never
 	// review or answer text); default: discard.
 	Logger *slog.Logger
@@ -81,7 +84,7 @@ func NewWorkspaces(cfg Config) (*Workspaces, error) {
 		return nil, fmt.Errorf("agentsession: data dir %s: %w", cfg.DataDir, err)
 	}
 	return &Workspaces{
-		git:    Git{Path: cmp.Or(cfg.Git, "git")},
+		git:    Git{Path: cmp.Or(cfg.Git, "git"), Secrets: cfg.Secrets},
 		log:    cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
 		runs:   filepath.Join(data, "runs"),
 		clones: filepath.Join(data, "clones"),

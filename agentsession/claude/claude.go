@@ -52,6 +52,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -61,16 +62,26 @@ import (
 )
 
 // Config configures the claude-code backend. The zero Config runs "claude"
-// from PATH with the worker's environment.
+// from PATH with the environment policy's share of the worker's
+// environment (see ModelEnv).
 type Config struct {
 	// Bin is the Claude Code CLI binary, a path or a name looked up in
 	// PATH; default "claude" (cmd/prchat sets it from PRCHAT_CLAUDE_BIN).
 	Bin string
-	// Env is extra environment for the CLI, appended to the worker's own
-	// (so the worker's HOME and CLAUDE_CONFIG_DIR are inherited unless Env
-	// overrides them), for example ANTHROPIC_BASE_URL or ANTHROPIC_API_KEY.
-	// The worker's PRCHAT_* variables are never passed to the CLI.
+	// Env is the CLI's own settings (KEY=value), added to what the
+	// environment policy takes from the worker's environment and replacing
+	// variables of the same name: for example ANTHROPIC_BASE_URL or
+	// ANTHROPIC_API_KEY. A PRCHAT_* name is refused.
 	Env []string
+	// ExtraEnv names variables of the worker's environment that the CLI
+	// gets on purpose besides CommonEnv and ModelEnv (cmd/prchat sets it
+	// from PRCHAT_AGENT_ENV), such as a cloud's credentials for Bedrock or
+	// Vertex. A PRCHAT_* name is refused.
+	ExtraEnv []string
+	// Secrets are the daemon's configured secret values (API keys, tokens,
+	// passwords): no variable holding one reaches the CLI, whatever its
+	// name, and the CLI's messages are redacted of them.
+	Secrets []string
 	// ConfigDir, if set, is the CLI's configuration directory: it is passed
 	// as CLAUDE_CONFIG_DIR and is where session files are looked for.
 	// Default: CLAUDE_CONFIG_DIR from Env or the worker's environment, else
@@ -102,12 +113,23 @@ var _ chat.Backend = (*Backend)(nil)
 // New returns the claude-code backend for cfg. It does not check that the
 // binary exists: Available does, on each call.
 func New(cfg Config) (*Backend, error) {
-	for _, kv := range cfg.Env {
-		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
-			return nil, fmt.Errorf("claude-code backend: Config.Env entry %q is not KEY=value", kv)
-		}
+	if err := agentsession.CheckSettings(cfg.Env); err != nil {
+		return nil, fmt.Errorf("claude-code backend: Config.Env: %w", err)
 	}
-	env := childEnv(os.Environ(), cfg.Env, cfg.ConfigDir)
+	policy := agentsession.EnvPolicy{Allow: ModelEnv(), Extra: cfg.ExtraEnv, Secrets: cfg.Secrets}
+	if err := policy.Validate(); err != nil {
+		return nil, fmt.Errorf("claude-code backend: Config.ExtraEnv: %w", err)
+	}
+	log := cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
+	set := slices.Clone(cfg.Env)
+	if cfg.ConfigDir != "" {
+		set = append(set, "CLAUDE_CONFIG_DIR="+cfg.ConfigDir)
+	}
+	env, withheld := policy.Env(os.Environ(), set...)
+	if len(withheld) > 0 {
+		log.Warn("claude-code: variables not passed to the CLI, their value holds one of the daemon's secrets",
+			slog.Any("names", withheld))
+	}
 	configDir := cfg.ConfigDir
 	if configDir == "" {
 		configDir = lookupEnv(env, "CLAUDE_CONFIG_DIR")
@@ -130,8 +152,8 @@ func New(cfg Config) (*Backend, error) {
 		env:       env,
 		configDir: configDir,
 		model:     cfg.Model,
-		log:       cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
-		secrets:   secretValues(env),
+		log:       log,
+		secrets:   append(secretValues(env), nonEmpty(cfg.Secrets)...),
 		now:       time.Now,
 	}, nil
 }

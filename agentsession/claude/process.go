@@ -8,21 +8,31 @@ import (
 	"sync"
 )
 
-// childEnv returns the CLI's environment: base (the worker's) without
-// prchat's own PRCHAT_* variables, then extra, then CLAUDE_CONFIG_DIR when
-// configDir is set. Later entries win.
-func childEnv(base, extra []string, configDir string) []string {
-	env := make([]string, 0, len(base)+len(extra)+1)
-	for _, kv := range base {
-		if !strings.HasPrefix(kv, "PRCHAT_") {
-			env = append(env, kv)
+// ModelEnv returns the names of the variables, besides
+// agentsession.CommonEnv, that the CLI takes from the worker's environment:
+// the Anthropic API's key, token, endpoint and models (ANTHROPIC_*), the
+// CLI's configuration directory and its own switches (CLAUDE_CODE_*, such as
+// CLAUDE_CODE_USE_BEDROCK; a cloud's credentials are added by name with
+// Config.ExtraEnv), its telemetry and update switches, and Node's extra CA
+// certificates. A name ending in '*' stands for every name with that
+// prefix.
+func ModelEnv() []string {
+	return []string{
+		"ANTHROPIC_*", "CLAUDE_CONFIG_DIR", "CLAUDE_CODE_*",
+		"DISABLE_AUTOUPDATER", "DISABLE_TELEMETRY", "DISABLE_ERROR_REPORTING",
+		"DISABLE_NON_ESSENTIAL_MODEL_CALLS", "NODE_EXTRA_CA_CERTS",
+	}
+}
+
+// nonEmpty returns the non-empty strings of list.
+func nonEmpty(list []string) []string {
+	var out []string
+	for _, s := range list {
+		if s != "" {
+			out = append(out, s)
 		}
 	}
-	env = append(env, extra...)
-	if configDir != "" {
-		env = append(env, "CLAUDE_CONFIG_DIR="+configDir)
-	}
-	return env
+	return out
 }
 
 // lookupEnv returns the last value of key in env, or "".

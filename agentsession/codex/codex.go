@@ -51,21 +51,35 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 
+	"github.com/prchat/prchat/agentsession"
 	"github.com/prchat/prchat/chat"
 )
 
 // Config configures the codex backend. The zero Config runs "codex" from
-// PATH with the CLI's own configuration.
+// PATH with the CLI's own configuration, and with the environment policy's
+// share of the worker's environment (see ModelEnv).
 type Config struct {
 	// Bin is the codex CLI: a path, or a name looked up in PATH. Default
 	// "codex" (cmd/prchat sets it from PRCHAT_CODEX_BIN).
 	Bin string
-	// Env is extra environment for the CLI, appended to this process's own
-	// (which the CLI inherits: HOME, CODEX_HOME, API keys, proxies).
+	// Env is the CLI's own settings (KEY=value), added to what the
+	// environment policy takes from the worker's environment and replacing
+	// variables of the same name: an API key, CODEX_HOME, ... A PRCHAT_*
+	// name is refused.
 	Env []string
+	// ExtraEnv names variables of the worker's environment that the CLI
+	// gets on purpose besides CommonEnv, ModelEnv and the env_key variables
+	// of its model providers (cmd/prchat sets it from PRCHAT_AGENT_ENV). A
+	// PRCHAT_* name is refused.
+	ExtraEnv []string
+	// Secrets are the daemon's configured secret values (API keys, tokens,
+	// passwords): no variable holding one reaches the CLI, whatever its
+	// name.
+	Secrets []string
 	// Home is the CLI's CODEX_HOME, where its sessions are. Default: the
 	// CODEX_HOME the CLI would get (from Env, else this process's
 	// environment), else ~/.codex, as the CLI itself resolves it. The CLI
@@ -110,9 +124,26 @@ var _ chat.Backend = (*Backend)(nil)
 // cannot be found (no Home, no CODEX_HOME and no home directory); a missing
 // binary is reported by Available, and by Run as backend_unavailable.
 func New(cfg Config) (*Backend, error) {
+	if err := agentsession.CheckSettings(cfg.Env); err != nil {
+		return nil, fmt.Errorf("codex backend: Config.Env: %w", err)
+	}
 	home, err := resolveHome(cfg)
 	if err != nil {
 		return nil, err
+	}
+	policy := agentsession.EnvPolicy{
+		Allow:   append(ModelEnv(), envKeys(home, cfg.ExtraArgs)...),
+		Extra:   cfg.ExtraEnv,
+		Secrets: cfg.Secrets,
+	}
+	if err := policy.Validate(); err != nil {
+		return nil, fmt.Errorf("codex backend: Config.ExtraEnv: %w", err)
+	}
+	log := cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
+	env, withheld := policy.Env(os.Environ(), append(slices.Clone(cfg.Env), "CODEX_HOME="+home)...)
+	if len(withheld) > 0 {
+		log.Warn("codex: variables not passed to the CLI, their value holds one of the daemon's secrets",
+			slog.Any("names", withheld))
 	}
 	prices := cfg.Prices
 	if prices == nil {
@@ -120,12 +151,12 @@ func New(cfg Config) (*Backend, error) {
 	}
 	return &Backend{
 		bin:       cmp.Or(cfg.Bin, "codex"),
-		env:       append(append(os.Environ(), cfg.Env...), "CODEX_HOME="+home),
+		env:       env,
 		home:      home,
 		model:     cfg.Model,
 		extraArgs: cfg.ExtraArgs,
 		prices:    prices,
-		log:       cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
+		log:       log,
 		locks:     sessionLocks{m: map[string]*sessionLock{}},
 	}, nil
 }

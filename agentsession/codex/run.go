@@ -37,7 +37,7 @@ import (
 // wraps ctx.Err().
 // runMarker is the environment variable that marks a call's processes, so
 // that a cancel finds them even after they were orphaned.
-const runMarker = "PRCHAT_CODEX_RUN"
+const runMarker = "AGENT_RUN_MARK"
 
 func (b *Backend) Run(ctx context.Context, req chat.RunRequest, emit func(chat.Event)) (chat.RunResult, error) {
 	if emit == nil {

@@ -77,7 +77,7 @@ func (s *Server) URL() string { return s.srv.URL + "/v1" }
 
 // APIKeyEnv is the environment variable CodexArgs names as the provider's
 // key; CodexEnv sets it.
-const APIKeyEnv = "PRCHAT_FAKE_RESPONSES_API_KEY"
+const APIKeyEnv = "FAKE_RESPONSES_API_KEY"
 
 // CodexArgs returns the codex CLI flags that make it use this server as
 // its model provider, with retries off (an unreachable or failing server
