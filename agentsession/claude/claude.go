@@ -204,6 +204,9 @@ func (b *Backend) HasSession(_ context.Context, ref chat.SessionRef) error {
 // killed and Run returns an error wrapping ctx.Err(). The result carries
 // the session id and usage also when the call failed after it started.
 func (b *Backend) Run(ctx context.Context, req chat.RunRequest, emit func(chat.Event)) (chat.RunResult, error) {
+	if emit == nil {
+		emit = func(chat.Event) {}
+	}
 	c, err := b.prepare(req)
 	if err != nil {
 		return chat.RunResult{}, err

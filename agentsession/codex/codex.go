@@ -140,7 +140,10 @@ func New(cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("codex backend: Config.ExtraEnv: %w", err)
 	}
 	log := cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
-	env, withheld := policy.Env(os.Environ(), append(slices.Clone(cfg.Env), "CODEX_HOME="+home)...)
+	// SHLVL=1: bash started with a socket as its stdin at shell level 1
+	// reads ~/.bashrc, so without it the CLI's command shells would run the
+	// worker's profile (and print what it prints) before each command.
+	env, withheld := policy.Env(os.Environ(), append([]string{"SHLVL=1"}, append(slices.Clone(cfg.Env), "CODEX_HOME="+home)...)...)
 	if len(withheld) > 0 {
 		log.Warn("codex: variables not passed to the CLI, their value holds one of the daemon's secrets",
 			slog.Any("names", withheld))

@@ -1,9 +1,14 @@
 package codex_test
 
 import (
+	"context"
+	"github.com/prchat/prchat/agentsession/codex/codextest"
+	"github.com/prchat/prchat/agentsession/fakeapi/responses"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/prchat/prchat/agentsession/agentsessiontest"
 	"github.com/prchat/prchat/agentsession/codex"
@@ -36,4 +41,46 @@ func TestChildEnv(t *testing.T) {
 		},
 		ModelEnv: []string{"OPENAI_API_KEY", "OPENAI_BASE_URL", "TEAM_PROVIDER_KEY", "OTHER_PROVIDER_KEY", "HOME"},
 	})
+}
+
+// TestAgentCannotReadSecrets runs the real CLI with secrets planted in the
+// worker's environment and a model that has the agent run `env`: what it
+// prints, as the model gets it back, holds none of the secrets and does hold a variable the operator
+// passed on (so the environment was printed). It sets environment
+// variables, so it is not parallel.
+func TestAgentCannotReadSecrets(t *testing.T) {
+	codextest.Bin(t)
+	planted := agentsessiontest.PlantEnv(t)
+	api := responses.NewServer(t)
+	cfg := codextest.Config(t, api)
+	cfg.Secrets, cfg.ExtraEnv = planted.Configured, planted.ExtraEnv
+	b, err := codex.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api.Push(
+		responses.Reply{Calls: []responses.Call{responses.Shell("env")}},
+		responses.Reply{Text: `{"answer_markdown":"Done.","citations":[],"suggests_fix":null}`},
+	)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	req := chat.RunRequest{Mode: chat.SessionSeeded, Dir: t.TempDir(), Prompt: "Print your environment.", MaxCalls: 10}
+	if _, err := b.Run(ctx, req, nil); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	reqs := api.Requests()
+	outputs := reqs[len(reqs)-1].ToolOutputs()
+	if len(outputs) != 1 {
+		t.Fatalf("the model got %d command outputs back, want 1: %v", len(outputs), outputs)
+	}
+	var bodies []string
+	for _, r := range reqs {
+		bodies = append(bodies, string(r.Body))
+	}
+	planted.Check(t, bodies, "what the CLI sent the model")
+	for id, out := range outputs {
+		if !strings.Contains(out, planted.Allowed["OPERATOR_TEAM"]) {
+			t.Errorf("command %s did not print the environment (no OPERATOR_TEAM):\n%.2000s", id, out)
+		}
+	}
 }
