@@ -58,7 +58,7 @@ type env struct {
 
 func setup(t testing.TB) *env {
 	t.Helper()
-	api := responses.NewServer(t)
+	api := responses.New(t)
 	cfg := codextest.Config(t, api)
 	cfg.Prices = map[string]codex.Price{codextest.Model: {Input: 2, CachedInput: 0.5, Output: 10}}
 	b, err := codex.New(cfg)

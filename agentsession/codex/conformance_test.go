@@ -27,7 +27,7 @@ func TestConformance(t *testing.T) {
 	}
 	agentsessiontest.Run(t, agentsessiontest.Harness{
 		New: func(t *testing.T) chat.Backend {
-			s := responses.NewServer(t)
+			s := responses.New(t)
 			b, err := codex.New(codextest.Config(t, s))
 			if err != nil {
 				t.Fatal(err)

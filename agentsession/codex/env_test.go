@@ -51,7 +51,7 @@ func TestChildEnv(t *testing.T) {
 func TestAgentCannotReadSecrets(t *testing.T) {
 	codextest.Bin(t)
 	planted := agentsessiontest.PlantEnv(t)
-	api := responses.NewServer(t)
+	api := responses.New(t)
 	cfg := codextest.Config(t, api)
 	cfg.Secrets, cfg.ExtraEnv = planted.Configured, planted.ExtraEnv
 	b, err := codex.New(cfg)

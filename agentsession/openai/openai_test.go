@@ -55,8 +55,7 @@ type env struct {
 // a repository whose head holds config/config.go. opts change the Config.
 func setup(t *testing.T, opts ...func(*openai.Config)) *env {
 	t.Helper()
-	fake := chatcompletions.NewServer()
-	t.Cleanup(fake.Close)
+	fake := chatcompletions.New(t)
 	sessions := openai.NewMemorySessions()
 	cfg := openai.Config{
 		BaseURL:     fake.URL,
@@ -157,8 +156,7 @@ func TestConformance(t *testing.T) {
 	}
 	agentsessiontest.Run(t, agentsessiontest.Harness{
 		New: func(t *testing.T) chat.Backend {
-			fake := chatcompletions.NewServer()
-			t.Cleanup(fake.Close)
+			fake := chatcompletions.New(t)
 			b, err := openai.New(openai.Config{BaseURL: fake.URL, APIKey: testKey, Model: "gpt-4o-mini",
 				Sessions: openai.NewMemorySessions(), BackoffBase: time.Millisecond, BackoffMax: 5 * time.Millisecond})
 			if err != nil {
@@ -659,8 +657,7 @@ func TestAuthFailure(t *testing.T) {
 func TestTurnEndpoint(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	other := chatcompletions.NewServer()
-	t.Cleanup(other.Close)
+	other := chatcompletions.New(t)
 	other.RequireKey("sk-provider")
 	other.Push(chatcompletions.Answer(answer("from the provider")))
 	req := e.request("q")

@@ -143,10 +143,9 @@ func (r Reply) errorType() string {
 func (r Reply) isError() bool { return r.Status != 0 && r.Status != http.StatusOK }
 
 // errorBody is the Anthropic error body.
-func errorBody(typ, message string) []byte {
-	b, _ := json.Marshal(map[string]any{
+func errorBody(typ, message string) map[string]any {
+	return map[string]any{
 		"type":  "error",
 		"error": map[string]string{"type": typ, "message": message},
-	})
-	return b
+	}
 }

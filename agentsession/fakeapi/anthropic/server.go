@@ -31,53 +31,46 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prchat/prchat/agentsession/fakeapi"
 )
 
 // Model is the model the fake reports when a request names none.
 const Model = "claude-fake-1"
 
-// Server is the fake Messages API. It is safe for concurrent use.
+// Server is the fake Messages API. It is safe for concurrent use. Its
+// Push, Handle, Pending and Requests (every request received, on all
+// endpoints) come from the script core, fakeapi.Script.
 type Server struct {
-	// URL is the server's base URL, for ANTHROPIC_BASE_URL.
+	// URL is the server's base URL, for ANTHROPIC_BASE_URL (without /v1,
+	// as Anthropic's clients take it).
 	URL string
 
-	srv     *httptest.Server
-	closing chan struct{}
-	once    sync.Once
+	*fakeapi.Script[Request, Reply]
+	http *fakeapi.Server
 
-	mu       sync.Mutex
-	queue    []Reply
-	handler  func(Request) Reply
-	requests []Request
-	unknown  []string
-	nextID   int
+	mu      sync.Mutex
+	unknown []string
+	nextID  int
 }
 
 // New starts a fake server; it is closed when the test ends.
-func New(t testing.TB) *Server {
-	t.Helper()
-	s := &Server{closing: make(chan struct{})}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
-	s.URL = s.srv.URL
-	t.Cleanup(s.Close)
+func New(tb testing.TB) *Server {
+	tb.Helper()
+	s := &Server{Script: &fakeapi.Script[Request, Reply]{Number: func(r *Request, n int) { r.N = n }}}
+	s.http = fakeapi.Start(tb, http.HandlerFunc(s.serve))
+	s.URL = s.http.Base
 	return s
 }
 
 // Close releases any hanging request and stops the server. It is safe to
 // call twice.
-func (s *Server) Close() {
-	s.once.Do(func() {
-		close(s.closing)
-		s.srv.CloseClientConnections()
-		s.srv.Close()
-	})
-}
+func (s *Server) Close() { s.http.Close() }
 
 // Env returns the environment that points the Claude Code CLI at this
 // server, offline: ANTHROPIC_BASE_URL, a dummy ANTHROPIC_API_KEY, no
@@ -93,44 +86,10 @@ func (s *Server) Env() []string {
 	}
 }
 
-// Push appends replies to the queue; each Messages API request takes the
-// next one.
-func (s *Server) Push(replies ...Reply) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.queue = append(s.queue, replies...)
-}
-
-// Handle sets the function that answers a Messages API request when the
-// queue is empty (nil removes it). Without either, a request gets an HTTP
-// 500 saying that no reply was scripted. f may be called concurrently.
-func (s *Server) Handle(f func(Request) Reply) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.handler = f
-}
-
-// Pending returns how many pushed replies no request has taken yet.
-func (s *Server) Pending() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.queue)
-}
-
-// Requests returns the requests received so far (all endpoints), in
-// order.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.requests)
-}
-
 // Messages returns the Messages API requests received so far, in order.
 func (s *Server) Messages() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []Request
-	for _, r := range s.requests {
+	for _, r := range s.Requests() {
 		if isMessages(r.Method, r.Path) {
 			out = append(out, r)
 		}
@@ -171,39 +130,28 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if messages || strings.HasPrefix(r.URL.Path, "/v1/messages/count_tokens") {
 		decodeErr = req.decode()
 	}
-
-	s.mu.Lock()
-	req.N = len(s.requests) + 1
-	s.requests = append(s.requests, req)
-	var reply Reply
-	var handler func(Request) Reply
-	switch {
-	case !messages:
-		if !isKnown(r.Method, r.URL.Path) {
-			s.unknown = append(s.unknown, r.Method+" "+r.URL.Path)
-		}
-	case decodeErr != nil:
-	case len(s.queue) > 0:
-		reply, s.queue = s.queue[0], s.queue[1:]
-	case s.handler != nil:
-		handler = s.handler
-	default:
-		reply = Error(http.StatusInternalServerError, fmt.Sprintf("fake anthropic: no reply scripted for request %d", req.N))
+	if decodeErr != nil || !messages {
+		req.N = s.Record(req)
 	}
-	s.mu.Unlock()
-
 	switch {
 	case decodeErr != nil:
 		writeError(w, http.StatusBadRequest, "invalid_request_error", decodeErr.Error())
 		return
 	case !messages:
+		if !isKnown(r.Method, r.URL.Path) {
+			s.mu.Lock()
+			s.unknown = append(s.unknown, r.Method+" "+r.URL.Path)
+			s.mu.Unlock()
+		}
 		s.serveOther(w, req)
 		return
 	}
-	if handler != nil {
-		reply = handler(req)
+	n, reply, ok := s.Take(req)
+	req.N = n
+	if !ok {
+		reply = Error(http.StatusInternalServerError, fmt.Sprintf("fake anthropic: no reply scripted for request %d", n))
 	}
-	if !s.wait(r, reply) {
+	if !s.http.Wait(r, reply.Delay, reply.Hang) {
 		return
 	}
 	if reply.isError() {
@@ -215,31 +163,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.stream(w, req, reply)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.message(req, reply, reply.Content, reply.usage().OutputTokens, reply.stopReason()))
-}
-
-// wait waits as the reply says; it reports false when the request or the
-// server ended first.
-func (s *Server) wait(r *http.Request, reply Reply) bool {
-	if reply.Hang {
-		select {
-		case <-r.Context().Done():
-		case <-s.closing:
-		}
-		return false
-	}
-	if reply.Delay > 0 {
-		t := time.NewTimer(reply.Delay)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-			return false
-		case <-s.closing:
-			return false
-		}
-	}
-	return true
+	fakeapi.WriteJSON(w, http.StatusOK, s.message(req, reply, reply.Content, reply.usage().OutputTokens, reply.stopReason()))
 }
 
 // withIDs gives tool_use blocks without an id a fresh one.
@@ -314,17 +238,10 @@ func blockJSON(b Block, full bool) map[string]any {
 
 // stream writes the reply as the Messages API's server-sent events.
 func (s *Server) stream(w http.ResponseWriter, req Request, reply Reply) {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	flusher, _ := w.(http.Flusher)
+	events := fakeapi.StartEvents(w)
 	send := func(typ string, data map[string]any) {
 		data["type"] = typ
-		b, _ := json.Marshal(data)
-		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ, b)
-		if flusher != nil {
-			flusher.Flush()
-		}
+		_ = events.Send(typ, data)
 	}
 	send("message_start", map[string]any{"message": s.message(req, reply, nil, 1, nil)})
 	if reply.StreamError != "" {
@@ -335,15 +252,15 @@ func (s *Server) stream(w http.ResponseWriter, req Request, reply Reply) {
 		send("content_block_start", map[string]any{"index": i, "content_block": blockJSON(b, false)})
 		switch b.Type {
 		case "tool_use":
-			for _, part := range split(string(b.Input), 2) {
+			for _, part := range fakeapi.SplitN(string(b.Input), 2) {
 				send("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "input_json_delta", "partial_json": part}})
 			}
 		case "thinking":
-			for _, part := range split(b.Thinking, 3) {
+			for _, part := range fakeapi.SplitN(b.Thinking, 3) {
 				send("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "thinking_delta", "thinking": part}})
 			}
 		default:
-			for _, part := range split(b.Text, 3) {
+			for _, part := range fakeapi.SplitN(b.Text, 3) {
 				send("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "text_delta", "text": part}})
 			}
 		}
@@ -355,23 +272,6 @@ func (s *Server) stream(w http.ResponseWriter, req Request, reply Reply) {
 		"usage": map[string]any{"output_tokens": u.OutputTokens},
 	})
 	send("message_stop", map[string]any{})
-}
-
-// split cuts s into at most n pieces on rune boundaries (one piece for a
-// short s, none for an empty one).
-func split(s string, n int) []string {
-	if s == "" {
-		return nil
-	}
-	runes := []rune(s)
-	size := (len(runes) + n - 1) / n
-	var out []string
-	for len(runes) > 0 {
-		k := min(size, len(runes))
-		out = append(out, string(runes[:k]))
-		runes = runes[k:]
-	}
-	return out
 }
 
 // isKnown reports whether serveOther answers this endpoint.
@@ -386,14 +286,14 @@ func (s *Server) serveOther(w http.ResponseWriter, req Request) {
 	path := strings.TrimSuffix(req.Path, "/")
 	switch {
 	case req.Method == http.MethodPost && path == "/v1/messages/count_tokens":
-		writeJSON(w, http.StatusOK, map[string]any{"input_tokens": len(req.Body)/4 + 1})
+		fakeapi.WriteJSON(w, http.StatusOK, map[string]any{"input_tokens": len(req.Body)/4 + 1})
 	case req.Method == http.MethodGet && path == "/v1/models":
-		writeJSON(w, http.StatusOK, map[string]any{
+		fakeapi.WriteJSON(w, http.StatusOK, map[string]any{
 			"data":     []any{modelJSON(Model)},
 			"has_more": false, "first_id": Model, "last_id": Model,
 		})
 	case req.Method == http.MethodGet && strings.HasPrefix(path, "/v1/models/"):
-		writeJSON(w, http.StatusOK, modelJSON(strings.TrimPrefix(path, "/v1/models/")))
+		fakeapi.WriteJSON(w, http.StatusOK, modelJSON(strings.TrimPrefix(path, "/v1/models/")))
 	default:
 		writeError(w, http.StatusNotFound, "not_found_error", "fake anthropic: no endpoint "+req.Method+" "+req.Path)
 	}
@@ -403,15 +303,6 @@ func modelJSON(id string) map[string]any {
 	return map[string]any{"type": "model", "id": id, "display_name": id, "created_at": "2025-01-01T00:00:00Z"}
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, _ := json.Marshal(v)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
-}
-
 func writeError(w http.ResponseWriter, status int, typ, message string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(errorBody(typ, message))
+	fakeapi.WriteJSON(w, status, errorBody(typ, message))
 }

@@ -3,8 +3,7 @@
 // prchat's openai backend. No model runs: every request is answered by the
 // next scripted Reply.
 //
-//	s := chatcompletions.NewServer()
-//	defer s.Close()
+//	s := chatcompletions.New(t)
 //	s.Push(
 //		chatcompletions.Call("search_code", map[string]any{"query": "parseConfig"}),
 //		chatcompletions.Answer(map[string]any{"answer_markdown": "..."}),
@@ -28,16 +27,18 @@ package chatcompletions
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
+	"testing"
 	"time"
-	"unicode/utf8"
+
+	"github.com/prchat/prchat/agentsession/fakeapi"
 )
 
 // Path is the path the server answers, under its host.
@@ -51,75 +52,46 @@ const DefaultChunkSize = 8
 const maxBody = 32 << 20
 
 // Server is a fake chat completions endpoint. Its methods are safe for
-// concurrent use.
+// concurrent use. Its Push, Handle, Pending and Requests (every request
+// received, including the ones it refused) come from the script core,
+// fakeapi.Script.
 type Server struct {
 	// URL is the API's base URL (http://127.0.0.1:port/v1), what a client
 	// takes as its base URL.
 	URL string
 
-	srv       *httptest.Server
-	done      chan struct{} // closed by Close: hanging replies end
-	closeOnce sync.Once
+	*fakeapi.Script[Request, Reply]
+	http *fakeapi.Server
 
 	mu           sync.Mutex
-	replies      []Reply
-	handler      func(Request) Reply
-	requests     []Request
 	apiKey       string
 	rejectSchema bool
 	nextID       int
 }
 
-// NewServer starts a fake endpoint on a loopback port. Close it when done.
+// New starts a fake endpoint on a loopback port; it is closed when tb's
+// test ends.
+func New(tb testing.TB) *Server {
+	tb.Helper()
+	s := NewServer()
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// NewServer starts a fake endpoint on a loopback port for a caller that
+// closes it itself (New closes it when the test ends).
 func NewServer() *Server {
-	s := &Server{done: make(chan struct{})}
+	s := &Server{Script: &fakeapi.Script[Request, Reply]{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+Path, s.serveCompletions)
-	s.srv = httptest.NewServer(mux)
-	s.URL = s.srv.URL + "/v1"
+	s.http = fakeapi.NewServer(mux)
+	s.URL = s.http.Base + "/v1"
 	return s
 }
 
 // Close ends hanging replies and shuts the server down. It is safe to call
 // twice.
-func (s *Server) Close() {
-	s.closeOnce.Do(func() {
-		close(s.done)
-		s.srv.CloseClientConnections()
-		s.srv.Close()
-	})
-}
-
-// Push appends replies to the script; each request that reaches the model
-// takes the next one.
-func (s *Server) Push(replies ...Reply) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.replies = append(s.replies, replies...)
-}
-
-// Handle sets f to answer requests when the script is empty. Without a
-// handler, such a request gets HTTP 400 "no reply scripted".
-func (s *Server) Handle(f func(Request) Reply) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.handler = f
-}
-
-// Pending returns how many pushed replies no request has taken yet.
-func (s *Server) Pending() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.replies)
-}
-
-// Requests returns every request the server got so far, in order,
-// including the ones it refused.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.requests)
-}
+func (s *Server) Close() { s.http.Close() }
 
 // RequireKey makes the server refuse (HTTP 401, without taking a reply)
 // every request whose Authorization header is not "Bearer key". An empty
@@ -151,47 +123,40 @@ func (s *Server) serveCompletions(w http.ResponseWriter, r *http.Request) {
 	req.Header = r.Header.Clone()
 	req.Body = body
 
-	s.mu.Lock()
-	i := len(s.requests)
-	s.requests = append(s.requests, req)
-	reply, refused := s.take(req, perr)
-	if refused != nil {
+	var reply Reply
+	if refused := s.refusal(req, perr); refused != nil {
 		reply = *refused
+		req.Status = reply.Status
+		s.Record(req)
+	} else {
+		n, next, ok := s.Take(req)
+		if !ok {
+			next = Reply{Status: http.StatusBadRequest, Message: "chatcompletions fake: no reply scripted"}
+		}
+		reply = next
+		s.Amend(n, func(r *Request) { r.Status = cmp.Or(reply.Status, http.StatusOK) })
 	}
-	s.requests[i].Status = cmpOr(reply.Status, http.StatusOK)
-	s.mu.Unlock()
-
 	s.write(w, r, req, reply)
 }
 
-// take decides the reply to req: a refusal, or the next scripted reply.
-// s.mu is held.
-func (s *Server) take(req Request, perr error) (Reply, *Reply) {
+// refusal returns the reply refusing req, or nil when req reaches the
+// model.
+func (s *Server) refusal(req Request, perr error) *Reply {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	switch {
 	case perr != nil:
-		return Reply{}, &Reply{Status: http.StatusBadRequest, Message: perr.Error()}
+		return &Reply{Status: http.StatusBadRequest, Message: perr.Error()}
 	case s.apiKey != "" && req.Header.Get("Authorization") != "Bearer "+s.apiKey:
-		return Reply{}, &Reply{Status: http.StatusUnauthorized, Message: "Incorrect API key provided.", Code: "invalid_api_key"}
+		return &Reply{Status: http.StatusUnauthorized, Message: "Incorrect API key provided.", Code: "invalid_api_key"}
 	case s.rejectSchema && req.ResponseFormat != nil && req.ResponseFormat.Type == "json_schema":
-		return Reply{}, &Reply{
+		return &Reply{
 			Status:  http.StatusBadRequest,
 			Message: "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model.",
 			Param:   "response_format",
 		}
 	}
-	if len(s.replies) > 0 {
-		r := s.replies[0]
-		s.replies = s.replies[1:]
-		return r, nil
-	}
-	if s.handler != nil {
-		h := s.handler
-		s.mu.Unlock()
-		r := h(req)
-		s.mu.Lock()
-		return r, nil
-	}
-	return Reply{}, &Reply{Status: http.StatusBadRequest, Message: "chatcompletions fake: no reply scripted"}
+	return nil
 }
 
 // write sends reply as the answer to req.
@@ -211,7 +176,7 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, req Request, repl
 		if reply.Param != "" {
 			param = &reply.Param
 		}
-		writeError(w, reply.Status, reply.Code, cmpOr(reply.Message, http.StatusText(reply.Status)), typ, param)
+		writeError(w, reply.Status, reply.Code, cmp.Or(reply.Message, http.StatusText(reply.Status)), typ, param)
 		return
 	}
 	content := reply.Content
@@ -255,7 +220,7 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, req Request, repl
 		return
 	}
 	if reply.Hang {
-		s.hang(r)
+		s.http.Wait(r, 0, true)
 		return
 	}
 	msg := map[string]any{"role": "assistant", "content": content}
@@ -277,35 +242,18 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, req Request, repl
 	if usage != nil {
 		resp["usage"] = usage.wire()
 	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(resp)
+	fakeapi.WriteJSON(w, http.StatusOK, resp)
 }
 
 // stream sends a reply as server-sent events.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, req Request, reply Reply, content string, calls []ToolCall, finish string, usage *Usage) {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	flusher, _ := w.(http.Flusher)
-	size := cmpOr(reply.ChunkSize, DefaultChunkSize)
+	events := fakeapi.StartEvents(w)
+	size := cmp.Or(reply.ChunkSize, DefaultChunkSize)
 	send := func(v any) bool {
-		raw, _ := json.Marshal(v)
-		if _, err := fmt.Fprintf(w, "data: %s\n\n", raw); err != nil {
+		if events.Send("", v) != nil {
 			return false
 		}
-		if flusher != nil {
-			flusher.Flush()
-		}
-		if reply.Delay > 0 {
-			select {
-			case <-time.After(reply.Delay):
-			case <-r.Context().Done():
-				return false
-			case <-s.done:
-				return false
-			}
-		}
-		return true
+		return reply.Delay <= 0 || s.http.Wait(r, reply.Delay, false)
 	}
 	chunk := func(delta map[string]any, finish any) map[string]any {
 		return map[string]any{
@@ -317,10 +265,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req Request, rep
 		return
 	}
 	if reply.Hang {
-		s.hang(r)
+		s.http.Wait(r, 0, true)
 		return
 	}
-	for _, piece := range split(content, size) {
+	for _, piece := range fakeapi.Split(content, size) {
 		if !send(chunk(map[string]any{"content": piece}, nil)) {
 			return
 		}
@@ -331,7 +279,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req Request, rep
 		if !send(chunk(map[string]any{"tool_calls": []any{first}}, nil)) {
 			return
 		}
-		for _, piece := range split(c.Arguments, size) {
+		for _, piece := range fakeapi.Split(c.Arguments, size) {
 			frag := map[string]any{"index": i, "function": map[string]any{"arguments": piece}}
 			if !send(chunk(map[string]any{"tool_calls": []any{frag}}, nil)) {
 				return
@@ -353,55 +301,12 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req Request, rep
 			return
 		}
 	}
-	fmt.Fprint(w, "data: [DONE]\n\n")
-	if flusher != nil {
-		flusher.Flush()
-	}
-}
-
-// hang blocks until the client goes away or the server closes.
-func (s *Server) hang(r *http.Request) {
-	select {
-	case <-r.Context().Done():
-	case <-s.done:
-	}
-}
-
-// split cuts s into pieces of about size bytes, on rune boundaries.
-func split(s string, size int) []string {
-	var out []string
-	for len(s) > 0 {
-		n := min(size, len(s))
-		for n < len(s) && !utf8.RuneStart(s[n]) {
-			n++
-		}
-		out = append(out, s[:n])
-		s = s[n:]
-	}
-	return out
+	_ = events.Raw("data: [DONE]")
 }
 
 // writeError sends an API error in the API's shape.
 func writeError(w http.ResponseWriter, status int, code, message, typ string, param *string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	var c any
-	if code != "" {
-		c = code
-	}
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{
-		"message": message, "type": typ, "param": param, "code": c,
-	}})
-}
-
-func cmpOr[T comparable](vals ...T) T {
-	var zero T
-	for _, v := range vals {
-		if v != zero {
-			return v
-		}
-	}
-	return zero
+	fakeapi.WriteJSON(w, status, fakeapi.OpenAIError(message, typ, code, param))
 }
 
 // parseRequest decodes a chat completions request body.

@@ -18,8 +18,7 @@ import (
 
 func setup(t *testing.T) (*chatcompletions.Server, *goopenai.Client) {
 	t.Helper()
-	s := chatcompletions.NewServer()
-	t.Cleanup(s.Close)
+	s := chatcompletions.New(t)
 	cfg := goopenai.DefaultConfig("sk-fake")
 	cfg.BaseURL = s.URL
 	return s, goopenai.NewClientWithConfig(cfg)
@@ -307,7 +306,7 @@ func TestHandlerAndHang(t *testing.T) {
 // TestCloseEndsHangs checks that Close does not wait for hanging replies.
 func TestCloseEndsHangs(t *testing.T) {
 	t.Parallel()
-	s := chatcompletions.NewServer()
+	s := chatcompletions.New(t)
 	s.Push(chatcompletions.Hang())
 	go func() {
 		resp, err := http.Post(s.URL+"/chat/completions", "application/json",

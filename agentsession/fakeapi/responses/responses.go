@@ -5,7 +5,7 @@
 //
 // prchat's tests drive the real Codex CLI against it:
 //
-//	api := responses.NewServer(t)
+//	api := responses.New(t)
 //	api.Push(
 //		responses.Reply{Calls: []responses.Call{responses.Shell("cat main.go")}},
 //		responses.Reply{Text: `{"answer_markdown":"...","citations":[],"suggests_fix":null}`},
@@ -26,54 +26,54 @@
 package responses
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prchat/prchat/agentsession/fakeapi"
 )
 
-// Server is a fake Responses API. It is safe for concurrent use.
+// Server is a fake Responses API. It is safe for concurrent use. Its
+// Push, Handle, Pending and Requests (the requests to /v1/responses) come
+// from the script core, fakeapi.Script.
 type Server struct {
-	srv    *httptest.Server
-	closed chan struct{}
-	once   sync.Once
+	// URL is the API's base URL, ending in /v1 (what a client's base_url
+	// is).
+	URL string
+
+	*fakeapi.Script[Request, Reply]
+	http *fakeapi.Server
 
 	mu       sync.Mutex
-	replies  []Reply
-	handler  func(Request) Reply
-	requests []Request
 	unknown  []string
-	n        int // responses sent, for ids
 	inflight int // requests being answered
 }
 
-// NewServer starts a fake Responses API on a loopback port. It is closed
-// when tb's test ends.
+// New starts a fake Responses API on a loopback port. It is closed when
+// tb's test ends.
+func New(tb testing.TB) *Server {
+	tb.Helper()
+	s := &Server{Script: &fakeapi.Script[Request, Reply]{}}
+	s.http = fakeapi.Start(tb, http.HandlerFunc(s.serveHTTP))
+	s.URL = s.http.Base + "/v1"
+	return s
+}
+
+// NewServer is New under the name it had first.
 func NewServer(tb testing.TB) *Server {
 	tb.Helper()
-	s := &Server{closed: make(chan struct{})}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
-	tb.Cleanup(s.Close)
-	return s
+	return New(tb)
 }
 
 // Close stops the server. Requests that hang are released first. Close may
 // be called more than once.
-func (s *Server) Close() {
-	s.once.Do(func() {
-		close(s.closed)
-		s.srv.CloseClientConnections()
-		s.srv.Close()
-	})
-}
-
-// URL is the API's base URL, ending in /v1 (what a client's base_url is).
-func (s *Server) URL() string { return s.srv.URL + "/v1" }
+func (s *Server) Close() { s.http.Close() }
 
 // APIKeyEnv is the environment variable CodexArgs names as the provider's
 // key; CodexEnv sets it.
@@ -85,7 +85,7 @@ const APIKeyEnv = "FAKE_RESPONSES_API_KEY"
 // the CLI knows (-m gpt-5.5) and the environment from CodexEnv.
 func (s *Server) CodexArgs() []string {
 	provider := fmt.Sprintf(`model_providers.prchat_fake={name="prchat fake",base_url=%q,wire_api="responses",env_key=%q,request_max_retries=0,stream_max_retries=0}`,
-		s.URL(), APIKeyEnv)
+		s.URL, APIKeyEnv)
 	return []string{
 		"-c", "model_provider=prchat_fake",
 		"-c", provider,
@@ -96,37 +96,6 @@ func (s *Server) CodexArgs() []string {
 
 // CodexEnv returns the environment CodexArgs needs (the provider's key).
 func (s *Server) CodexEnv() []string { return []string{APIKeyEnv + "=fake-key"} }
-
-// Push appends replies to the queue; each request to /v1/responses takes
-// the next one.
-func (s *Server) Push(replies ...Reply) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.replies = append(s.replies, replies...)
-}
-
-// Handle sets the function that answers requests when the queue is empty
-// (nil: such requests fail with HTTP 500).
-func (s *Server) Handle(f func(Request) Reply) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.handler = f
-}
-
-// Pending returns how many pushed replies no request has taken yet.
-func (s *Server) Pending() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.replies)
-}
-
-// Requests returns the requests to /v1/responses so far, in the order they
-// arrived.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.requests)
-}
 
 // Unknown returns "METHOD /path" of the requests to paths other than
 // /v1/responses, in order.
@@ -150,8 +119,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.unknown = append(s.unknown, r.Method+" "+r.URL.Path)
 		s.mu.Unlock()
 		if r.Method == http.MethodGet && r.URL.Path == "/v1/models" {
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write([]byte(`{"object":"list","data":[],"models":[]}`))
+			fakeapi.WriteJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{}, "models": []any{}})
 			return
 		}
 		writeError(w, http.StatusNotFound, "not_found", "the fake Responses API has no "+r.URL.Path)
@@ -164,21 +132,6 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	s.mu.Lock()
-	s.requests = append(s.requests, req)
-	var reply Reply
-	switch {
-	case len(s.replies) > 0:
-		reply, s.replies = s.replies[0], s.replies[1:]
-	case s.handler != nil:
-		h := s.handler
-		s.mu.Unlock()
-		reply = h(req)
-		s.mu.Lock()
-	default:
-		reply = Reply{Status: http.StatusInternalServerError, Message: "the fake Responses API has no reply scripted for this request"}
-	}
-	s.n++
-	id := s.n
 	s.inflight++
 	s.mu.Unlock()
 	defer func() {
@@ -186,79 +139,28 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.inflight--
 		s.mu.Unlock()
 	}()
+	n, reply, ok := s.Take(req)
+	if !ok {
+		reply = Reply{Status: http.StatusInternalServerError, Message: "the fake Responses API has no reply scripted for this request"}
+	}
 
-	if !s.wait(r, reply) {
+	if !s.http.Wait(r, reply.Delay, reply.Hang) {
 		return
 	}
 	if reply.Status != 0 {
-		writeError(w, reply.Status, cmpOr(reply.Code, "server_error"), cmpOr(reply.Message, http.StatusText(reply.Status)))
+		writeError(w, reply.Status, cmp.Or(reply.Code, "server_error"), cmp.Or(reply.Message, http.StatusText(reply.Status)))
 		return
 	}
-	writeStream(w, req, reply, id)
-}
-
-// wait applies a reply's delay or hang; it reports false when the client
-// went away or the server closed meanwhile.
-func (s *Server) wait(r *http.Request, reply Reply) bool {
-	var timer <-chan time.Time
-	switch {
-	case reply.Hang:
-	case reply.Delay > 0:
-		t := time.NewTimer(reply.Delay)
-		defer t.Stop()
-		timer = t.C
-	default:
-		return true
-	}
-	select {
-	case <-timer:
-		return true
-	case <-r.Context().Done():
-	case <-s.closed:
-	}
-	return false
+	writeStream(w, req, reply, n)
 }
 
 func writeError(w http.ResponseWriter, status int, code, message string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{
-		"message": message, "type": code, "code": code, "param": nil,
-	}})
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
+	fakeapi.WriteJSON(w, status, fakeapi.OpenAIError(message, code, code, nil))
 }
 
 // approxTokens is the fake's token count of a text: a quarter of its bytes,
 // at least 1.
 func approxTokens(s string) int64 { return max(1, int64(len(s)/4)) }
-
-// chunks splits text into deltas of at most n bytes, at rune boundaries.
-func chunks(text string, n int) []string {
-	var out []string
-	for len(text) > n {
-		cut := n
-		for cut > 0 && !isRuneStart(text[cut]) {
-			cut--
-		}
-		if cut == 0 {
-			cut = n
-		}
-		out = append(out, text[:cut])
-		text = text[cut:]
-	}
-	if text != "" {
-		out = append(out, text)
-	}
-	return out
-}
-
-func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 // tool returns the tool of that name the request offered.
 func (r Request) tool(name string) (Tool, bool) {
@@ -302,40 +204,24 @@ func mustJSON(v any) string {
 	return string(b)
 }
 
-// flushWriter writes server-sent events and flushes each.
-type flushWriter struct {
-	w   http.ResponseWriter
-	seq int
-	err error
+// eventWriter writes the stream's events, each with its sequence number.
+type eventWriter struct {
+	events *fakeapi.Events
+	seq    int
 }
 
-func (f *flushWriter) event(typ string, fields map[string]any) {
-	if f.err != nil {
-		return
-	}
+func (f *eventWriter) event(typ string, fields map[string]any) {
 	fields["type"] = typ
 	fields["sequence_number"] = f.seq
 	f.seq++
-	data, err := json.Marshal(fields)
-	if err != nil {
-		f.err = err
-		return
-	}
-	if _, f.err = fmt.Fprintf(f.w, "event: %s\ndata: %s\n\n", typ, data); f.err == nil {
-		if fl, ok := f.w.(http.Flusher); ok {
-			fl.Flush()
-		}
-	}
+	_ = f.events.Send(typ, fields)
 }
 
 // writeStream writes reply as a streamed response.
 func writeStream(w http.ResponseWriter, req Request, reply Reply, n int) {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	f := &flushWriter{w: w}
+	f := &eventWriter{events: fakeapi.StartEvents(w)}
 	respID := fmt.Sprintf("resp_fake_%d", n)
-	model := cmpOr(req.Model, "fake-model")
+	model := cmp.Or(req.Model, "fake-model")
 	resp := func(status string, output []any) map[string]any {
 		return map[string]any{
 			"id": respID, "object": "response", "created_at": time.Now().Unix(),
@@ -361,7 +247,7 @@ func writeStream(w http.ResponseWriter, req Request, reply Reply, n int) {
 			"id": itemID, "type": "message", "status": "in_progress", "role": "assistant", "content": []any{}}})
 		f.event("response.content_part.added", map[string]any{"item_id": itemID, "output_index": idx, "content_index": 0,
 			"part": map[string]any{"type": "output_text", "text": "", "annotations": []any{}}})
-		for _, d := range chunks(reply.Text, 48) {
+		for _, d := range fakeapi.Split(reply.Text, 48) {
 			f.event("response.output_text.delta", map[string]any{"item_id": itemID, "output_index": idx, "content_index": 0, "delta": d})
 		}
 		f.event("response.output_text.done", map[string]any{"item_id": itemID, "output_index": idx, "content_index": 0, "text": reply.Text})
@@ -377,7 +263,7 @@ func writeStream(w http.ResponseWriter, req Request, reply Reply, n int) {
 		if c.Shell != "" {
 			c = shellCall(req, c)
 		}
-		callID := cmpOr(c.CallID, fmt.Sprintf("call_fake_%d_%d", n, i+1))
+		callID := cmp.Or(c.CallID, fmt.Sprintf("call_fake_%d_%d", n, i+1))
 		itemID := fmt.Sprintf("fc_fake_%d_%d", n, i+1)
 		custom := c.Input != ""
 		if t, ok := req.tool(c.Name); ok && t.Type == "custom" {
@@ -392,7 +278,7 @@ func writeStream(w http.ResponseWriter, req Request, reply Reply, n int) {
 			f.event("response.custom_tool_call_input.done", map[string]any{"item_id": itemID, "output_index": idx, "input": c.Input})
 			outText += c.Input
 		} else {
-			args := cmpOr(c.Arguments, "{}")
+			args := cmp.Or(c.Arguments, "{}")
 			item = map[string]any{"id": itemID, "type": "function_call", "status": "completed", "call_id": callID, "name": c.Name, "arguments": args}
 			f.event("response.output_item.added", map[string]any{"output_index": idx, "item": map[string]any{
 				"id": itemID, "type": "function_call", "status": "in_progress", "call_id": callID, "name": c.Name, "arguments": ""}})
@@ -406,7 +292,7 @@ func writeStream(w http.ResponseWriter, req Request, reply Reply, n int) {
 	}
 	if reply.Failed != "" {
 		r := resp("failed", output)
-		r["error"] = map[string]any{"code": cmpOr(reply.Code, "server_error"), "message": reply.Failed}
+		r["error"] = map[string]any{"code": cmp.Or(reply.Code, "server_error"), "message": reply.Failed}
 		f.event("response.failed", map[string]any{"response": r})
 		return
 	}

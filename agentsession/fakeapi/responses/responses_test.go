@@ -19,7 +19,7 @@ import (
 // server-sent events (type and data) of the reply.
 func post(t *testing.T, ctx context.Context, s *responses.Server, body string, header map[string]string) (int, []string, []map[string]any, error) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL()+"/responses", strings.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/responses", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ const body = `{"model":"gpt-5.5","stream":true,"instructions":"be brief",
 
 func TestStreamAndRecord(t *testing.T) {
 	t.Parallel()
-	s := responses.NewServer(t)
+	s := responses.New(t)
 	s.Push(responses.Reply{
 		Text:  "hi",
 		Calls: []responses.Call{responses.Shell("cat a.go"), responses.ApplyPatch("*** Begin Patch\n*** End Patch\n")},
@@ -120,7 +120,7 @@ func TestStreamAndRecord(t *testing.T) {
 
 func TestErrorsHandlerAndUnknownPaths(t *testing.T) {
 	t.Parallel()
-	s := responses.NewServer(t)
+	s := responses.New(t)
 	s.Push(responses.Reply{Status: http.StatusTooManyRequests, Message: "slow down"}, responses.Reply{Failed: "broke"})
 	status, _, data, err := post(t, t.Context(), s, body, nil)
 	if err != nil || status != http.StatusTooManyRequests || data[0]["error"].(map[string]any)["message"] != "slow down" {
@@ -140,7 +140,7 @@ func TestErrorsHandlerAndUnknownPaths(t *testing.T) {
 		t.Errorf("handler reply delta = %v", got)
 	}
 
-	resp, err := http.Get(s.URL() + "/models")
+	resp, err := http.Get(s.URL + "/models")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestErrorsHandlerAndUnknownPaths(t *testing.T) {
 
 func TestHangEndsWithTheClient(t *testing.T) {
 	t.Parallel()
-	s := responses.NewServer(t)
+	s := responses.New(t)
 	s.Push(responses.Reply{Hang: true}, responses.Reply{Hang: true})
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
@@ -170,7 +170,7 @@ func TestHangEndsWithTheClient(t *testing.T) {
 	released := make(chan struct{})
 	go func() {
 		defer close(released)
-		resp, err := http.Post(s.URL()+"/responses", "application/json", strings.NewReader(body))
+		resp, err := http.Post(s.URL+"/responses", "application/json", strings.NewReader(body))
 		if err == nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
