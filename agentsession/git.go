@@ -2,6 +2,7 @@ package agentsession
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -108,12 +109,7 @@ func (g Git) run(ctx context.Context, dir string, stdin io.Reader, stdout io.Wri
 	return gerr
 }
 
-func (g Git) bin() string {
-	if g.Path == "" {
-		return "git"
-	}
-	return g.Path
-}
+func (g Git) bin() string { return cmp.Or(g.Path, "git") }
 
 // tail returns the last max bytes of s, trimmed of surrounding space.
 func tail(s string, max int) string {

@@ -57,6 +57,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/prchat/prchat/agentsession"
 	"github.com/prchat/prchat/chat"
 )
@@ -104,7 +106,7 @@ type Backend struct {
 	model     string
 	log       *slog.Logger
 	secrets   []string // values of env variables that look secret
-	locks     sessionLocks
+	locks     agentsession.SessionLocks
 	now       func() time.Time
 }
 
@@ -130,10 +132,7 @@ func New(cfg Config) (*Backend, error) {
 		log.Warn("claude-code: variables not passed to the CLI, their value holds one of the daemon's secrets",
 			slog.Any("names", withheld))
 	}
-	configDir := cfg.ConfigDir
-	if configDir == "" {
-		configDir = lookupEnv(env, "CLAUDE_CONFIG_DIR")
-	}
+	configDir := cmp.Or(cfg.ConfigDir, lookupEnv(env, "CLAUDE_CONFIG_DIR"))
 	if configDir == "" {
 		home := lookupEnv(env, "HOME")
 		if home == "" {
@@ -225,7 +224,13 @@ func (b *Backend) Run(ctx context.Context, req chat.RunRequest, emit func(chat.E
 			}
 			return chat.RunResult{}, fmt.Errorf("%s: %w", c, err)
 		}
-		unlock, err := b.locks.lock(ctx, c.parent, c.mode == chat.SessionResumed)
+		// A resume appends to the session's file and holds it alone;
+		// forks only read it and may run together.
+		lock := b.locks.RLock
+		if c.mode == chat.SessionResumed {
+			lock = b.locks.Lock
+		}
+		unlock, err := lock(ctx, c.parent)
 		if err != nil {
 			return chat.RunResult{}, fmt.Errorf("%s: %w", c, err)
 		}
@@ -270,14 +275,14 @@ func (b *Backend) prepare(req chat.RunRequest) (*call, error) {
 		}
 		args = append(args, "--resume", c.parent)
 		if req.Mode == chat.SessionForked {
-			c.session = newSessionID()
+			c.session = uuid.NewString()
 			args = append(args, "--fork-session", "--session-id", c.session)
 		} else {
 			c.session = c.parent
 		}
 	case chat.SessionSeeded, chat.SessionNone, "":
 		c.mode = chat.SessionSeeded
-		c.session = newSessionID()
+		c.session = uuid.NewString()
 		args = append(args, "--session-id", c.session)
 	default:
 		return nil, fmt.Errorf("claude-code: unknown session mode %q", req.Mode)

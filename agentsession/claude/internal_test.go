@@ -1,7 +1,6 @@
 package claude
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -48,79 +47,13 @@ func projectNameCut(dir string) string {
 
 func TestSessionIDs(t *testing.T) {
 	t.Parallel()
-	seen := map[string]bool{}
-	for range 100 {
-		id := newSessionID()
-		if !validSessionID(id) || id[14] != '4' || !strings.ContainsRune("89ab", rune(id[19])) {
-			t.Fatalf("newSessionID() = %q, want a version 4 UUID", id)
-		}
-		if seen[id] {
-			t.Fatalf("newSessionID() repeated %q", id)
-		}
-		seen[id] = true
+	if id := "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"; !validSessionID(id) {
+		t.Errorf("validSessionID(%q) = false, want true", id)
 	}
 	for _, id := range []string{"", "scripted-1", "00000000-prchat-no-such-session", "11111111-2222-4333-8444-55555555555", "../../etc/passwd"} {
 		if validSessionID(id) {
 			t.Errorf("validSessionID(%q) = true, want false", id)
 		}
-	}
-}
-
-func TestSessionLocks(t *testing.T) {
-	t.Parallel()
-	var l sessionLocks
-	ctx := t.Context()
-	r1, err := l.lock(ctx, "s", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r2, err := l.lock(ctx, "s", false)
-	if err != nil {
-		t.Fatalf("a second fork (reader) of s waits: %v", err)
-	}
-	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	defer cancel()
-	if _, err := l.lock(short, "s", true); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("resume (writer) of s while forks hold it = %v, want it to wait until its context ends", err)
-	}
-	other, err := l.lock(ctx, "t", true)
-	if err != nil {
-		t.Fatalf("another session is not locked: %v", err)
-	}
-	other()
-
-	got := make(chan func(), 1)
-	go func() {
-		w, err := l.lock(ctx, "s", true)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- w
-	}()
-	r1()
-	select {
-	case <-got:
-		t.Fatal("the writer got the lock while a reader still held it")
-	case <-time.After(50 * time.Millisecond):
-	}
-	r2()
-	var w func()
-	select {
-	case w = <-got:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the writer did not get the lock once the readers left")
-	}
-	short2, cancel2 := context.WithTimeout(ctx, 50*time.Millisecond)
-	defer cancel2()
-	if _, err := l.lock(short2, "s", false); err == nil {
-		t.Fatal("a reader got the lock while the writer held it")
-	}
-	w()
-	l.mu.Lock()
-	n := len(l.locks)
-	l.mu.Unlock()
-	if n != 0 {
-		t.Errorf("%d lock entries left after every holder left, want 0", n)
 	}
 }
 

@@ -1,32 +1,17 @@
 package claude
 
 import (
-	"context"
-	"crypto/rand"
-	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
-	"sync"
 	"unicode/utf16"
+
+	"github.com/prchat/prchat/agentsession"
 )
 
-// uuidPattern is a session id the CLI accepts: a UUID in its canonical
-// form.
-var uuidPattern = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
-
-// validSessionID reports whether id can name a Claude Code session.
-func validSessionID(id string) bool { return uuidPattern.MatchString(id) }
-
-// newSessionID returns a random (version 4) UUID.
-func newSessionID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-}
+// validSessionID reports whether id can name a Claude Code session: a
+// UUID in its canonical form.
+func validSessionID(id string) bool { return agentsession.IsUUID(id) }
 
 // maxProjectName is the length beyond which the CLI shortens a project
 // folder's name and adds a hash of the full path.
@@ -91,80 +76,4 @@ func findSession(configDir, id string) string {
 		}
 	}
 	return ""
-}
-
-// sessionLocks serialises the runs of the CLI on one session: a resume
-// appends to the session's file and holds it alone; forks only read it and
-// may run together. Waiting for a lock ends with the context.
-type sessionLocks struct {
-	mu    sync.Mutex
-	locks map[string]*sessionLock
-}
-
-// sessionLock is the state of one session's lock.
-type sessionLock struct {
-	readers int
-	writer  bool
-	refs    int           // holders and waiters; the entry goes at zero
-	changed chan struct{} // closed and replaced when the lock is released
-}
-
-// lock takes the lock of session id, exclusively when write, and returns
-// its release function.
-func (l *sessionLocks) lock(ctx context.Context, id string, write bool) (func(), error) {
-	l.mu.Lock()
-	if l.locks == nil {
-		l.locks = map[string]*sessionLock{}
-	}
-	s, ok := l.locks[id]
-	if !ok {
-		s = &sessionLock{changed: make(chan struct{})}
-		l.locks[id] = s
-	}
-	s.refs++
-	for {
-		free := !s.writer && (!write || s.readers == 0)
-		if free {
-			if write {
-				s.writer = true
-			} else {
-				s.readers++
-			}
-			l.mu.Unlock()
-			return func() { l.unlock(id, s, write) }, nil
-		}
-		changed := s.changed
-		l.mu.Unlock()
-		select {
-		case <-changed:
-			l.mu.Lock()
-		case <-ctx.Done():
-			l.mu.Lock()
-			l.release(id, s)
-			l.mu.Unlock()
-			return nil, fmt.Errorf("wait for session %s, which another run is using: %w", id, ctx.Err())
-		}
-	}
-}
-
-// unlock releases a lock taken by lock.
-func (l *sessionLocks) unlock(id string, s *sessionLock, write bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if write {
-		s.writer = false
-	} else {
-		s.readers--
-	}
-	close(s.changed)
-	s.changed = make(chan struct{})
-	l.release(id, s)
-}
-
-// release drops one reference to s; l.mu is held.
-func (l *sessionLocks) release(id string, s *sessionLock) {
-	s.refs--
-	if s.refs == 0 {
-		delete(l.locks, id)
-	}
 }

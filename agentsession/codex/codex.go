@@ -114,7 +114,7 @@ type Backend struct {
 	prices    map[string]Price
 	log       *slog.Logger
 
-	locks sessionLocks
+	locks agentsession.SessionLocks
 	runs  atomic.Int64 // calls made, to keep tool ids unique across calls
 }
 
@@ -160,24 +160,19 @@ func New(cfg Config) (*Backend, error) {
 		extraArgs: cfg.ExtraArgs,
 		prices:    prices,
 		log:       log,
-		locks:     sessionLocks{m: map[string]*sessionLock{}},
 	}, nil
 }
 
 // resolveHome returns the CODEX_HOME the CLI uses with cfg.
 func resolveHome(cfg Config) (string, error) {
-	home := cfg.Home
-	if home == "" {
-		// The last setting of a variable wins, as in exec.Cmd.Env.
-		for _, kv := range cfg.Env {
-			if v, ok := strings.CutPrefix(kv, "CODEX_HOME="); ok {
-				home = v
-			}
+	// The last setting of a variable wins, as in exec.Cmd.Env.
+	fromEnv := ""
+	for _, kv := range cfg.Env {
+		if v, ok := strings.CutPrefix(kv, "CODEX_HOME="); ok {
+			fromEnv = v
 		}
 	}
-	if home == "" {
-		home = os.Getenv("CODEX_HOME") // the CLI inherits it
-	}
+	home := cmp.Or(cfg.Home, fromEnv, os.Getenv("CODEX_HOME"))
 	if home == "" {
 		h, err := os.UserHomeDir()
 		if err != nil {

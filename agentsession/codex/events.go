@@ -192,9 +192,7 @@ func toolOf(it *item) (string, json.RawMessage) {
 	default:
 		name = it.Type
 	}
-	if name == "" {
-		name = "tool"
-	}
+	name = cmp.Or(name, "tool")
 	if input == nil {
 		return name, nil
 	}

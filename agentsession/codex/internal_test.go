@@ -1,7 +1,6 @@
 package codex
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -311,33 +310,5 @@ func TestTOMLString(t *testing.T) {
 	got, err := tomlString("say \"hi\"\n\t<b> & \x7f \\ é")
 	if want := `"say \"hi\"\n\t<b> & \u007f \\ é"`; err != nil || got != want {
 		t.Errorf("tomlString = %s, %v; want %s", got, err, want)
-	}
-}
-
-func TestSessionLocks(t *testing.T) {
-	t.Parallel()
-	l := sessionLocks{m: map[string]*sessionLock{}}
-	unlock, err := l.lock(t.Context(), "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-	if _, err := l.lock(ctx, "A"); !errors.Is(err, context.Canceled) {
-		t.Errorf("second lock of a held session = %v, want it to wait until ctx ends", err)
-	}
-	if other, err := l.lock(t.Context(), "b"); err != nil {
-		t.Errorf("lock of another session: %v", err)
-	} else {
-		other()
-	}
-	unlock()
-	if again, err := l.lock(t.Context(), "a"); err != nil {
-		t.Errorf("lock after unlock: %v", err)
-	} else {
-		again()
-	}
-	if len(l.m) != 0 {
-		t.Errorf("locks left: %v", l.m)
 	}
 }

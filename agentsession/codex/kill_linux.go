@@ -3,15 +3,14 @@
 package codex
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
-	"strings"
+	"slices"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // killTree makes cmd's cancellation kill the CLI with every process it
@@ -62,19 +61,16 @@ func killTree(cmd *exec.Cmd, mark string) {
 // marked returns the pids of the processes whose environment holds
 // runMarker=mark.
 func marked(mark string) []int {
-	envs, err := filepath.Glob("/proc/[0-9]*/environ")
+	procs, err := procfs.AllProcs()
 	if err != nil {
 		return nil
 	}
-	needle := []byte(runMarker + "=" + mark + "\x00")
+	needle := runMarker + "=" + mark
 	var out []int
-	for _, path := range envs {
-		raw, err := os.ReadFile(path)
-		if err != nil || !bytes.Contains(raw, needle) {
-			continue
-		}
-		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(path))); err == nil {
-			out = append(out, pid)
+	for _, p := range procs {
+		env, err := p.Environ() // it may have ended, or be another user's
+		if err == nil && slices.Contains(env, needle) {
+			out = append(out, p.PID)
 		}
 	}
 	return out
@@ -83,31 +79,17 @@ func marked(mark string) []int {
 // descendants returns the pids of the processes descended from pid, read
 // from /proc (nil if it cannot be read).
 func descendants(pid int) []int {
-	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	procs, err := procfs.AllProcs()
 	if err != nil {
 		return nil
 	}
 	children := map[int][]int{}
-	for _, path := range stats {
-		raw, err := os.ReadFile(path)
+	for _, p := range procs {
+		st, err := p.Stat()
 		if err != nil {
 			continue // it ended meanwhile
 		}
-		// pid (comm) state ppid ...; comm may hold spaces and parentheses.
-		s := string(raw)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		fields := strings.Fields(s[i+1:])
-		if len(fields) < 2 {
-			continue
-		}
-		child, err1 := strconv.Atoi(filepath.Base(filepath.Dir(path)))
-		parent, err2 := strconv.Atoi(fields[1])
-		if err1 == nil && err2 == nil {
-			children[parent] = append(children[parent], child)
-		}
+		children[st.PPID] = append(children[st.PPID], p.PID)
 	}
 	var out []int
 	queue := []int{pid}

@@ -1,6 +1,7 @@
 package codex
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -70,10 +71,7 @@ func (b *Backend) usage(model string, u tokenUsage, requests int) chat.Usage {
 		return out
 	}
 	cached := min(max(u.CachedInputTokens, 0), u.InputTokens)
-	cachedPrice := p.CachedInput
-	if cachedPrice == 0 {
-		cachedPrice = p.Input
-	}
+	cachedPrice := cmp.Or(p.CachedInput, p.Input)
 	cost := (float64(u.InputTokens-cached)*p.Input + float64(cached)*cachedPrice + float64(u.OutputTokens)*p.Output) / 1e6
 	out.CostUSD = &cost
 	return out

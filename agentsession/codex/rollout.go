@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/prchat/prchat/agentsession"
 	"github.com/prchat/prchat/chat"
 )
 
@@ -19,33 +20,11 @@ import (
 // parents.
 const maxLineage = 64
 
-// isUUID reports whether s is a uuid in its textual form
-// (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx, hex digits).
-func isUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i := range len(s) {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-				return false
-			}
-		}
-	}
-	return true
-}
-
 // rollout returns the session file of session id, after checking that the
 // files of the sessions it was forked from are there too. A missing one is
 // an error wrapping chat.ErrSessionGone.
 func (b *Backend) rollout(id string) (string, error) {
-	if !isUUID(id) {
+	if !agentsession.IsUUID(id) {
 		return "", fmt.Errorf("codex session %q: not a codex session id (a uuid): %w", id, chat.ErrSessionGone)
 	}
 	path, err := b.findRollout(id)
@@ -64,7 +43,7 @@ func (b *Backend) rollout(id string) (string, error) {
 		if parent == "" {
 			return path, nil
 		}
-		if !isUUID(parent) || seen[strings.ToLower(parent)] {
+		if !agentsession.IsUUID(parent) || seen[strings.ToLower(parent)] {
 			return "", fmt.Errorf("codex session %s: session %s names %q as its parent: %w", id, cur, parent, chat.ErrSessionGone)
 		}
 		seen[strings.ToLower(parent)] = true

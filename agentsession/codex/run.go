@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,9 +14,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/prchat/prchat/agentsession"
 	"github.com/prchat/prchat/chat"
 )
+
+// runMarker is the environment variable that marks a call's processes, so
+// that a cancel finds them even after they were orphaned.
+const runMarker = "AGENT_RUN_MARK"
 
 // Run runs one agent call: a new session for chat.SessionSeeded and
 // chat.SessionNone, `codex exec resume` of req.Session for
@@ -35,10 +39,6 @@ import (
 // still carries the session id (if the CLI kept one) and the usage; when
 // ctx ends, the CLI and every process it started are killed and the error
 // wraps ctx.Err().
-// runMarker is the environment variable that marks a call's processes, so
-// that a cancel finds them even after they were orphaned.
-const runMarker = "AGENT_RUN_MARK"
-
 func (b *Backend) Run(ctx context.Context, req chat.RunRequest, emit func(chat.Event)) (chat.RunResult, error) {
 	if emit == nil {
 		emit = func(chat.Event) {}
@@ -62,7 +62,7 @@ func (b *Backend) Run(ctx context.Context, req chat.RunRequest, emit func(chat.E
 		}
 	}
 	if verb == "resume" {
-		unlock, err := b.locks.lock(ctx, req.Session.ID)
+		unlock, err := b.locks.Lock(ctx, req.Session.ID)
 		if err != nil {
 			return chat.RunResult{}, fmt.Errorf("codex resume: %w", err)
 		}
@@ -92,9 +92,7 @@ func (b *Backend) Run(ctx context.Context, req chat.RunRequest, emit func(chat.E
 		kill:   kill,
 	}
 	cmd := agentsession.Command(pctx, b.bin, args...)
-	var rnd [8]byte
-	_, _ = rand.Read(rnd[:])
-	mark := hex.EncodeToString(rnd[:])
+	mark := uuid.NewString()
 	killTree(cmd, mark)
 	cmd.Dir = req.Dir
 	cmd.Env = append(slices.Clip(b.env), runMarker+"="+mark)
@@ -137,16 +135,7 @@ func (b *Backend) Run(ctx context.Context, req chat.RunRequest, emit func(chat.E
 	}
 
 	if failure := p.failure(); failure != "" || runErr != nil || p.thread == "" {
-		msg := failure
-		if msg == "" {
-			msg = stderrMessage(stderr.String())
-		}
-		if msg == "" && runErr != nil {
-			msg = runErr.Error()
-		}
-		if msg == "" {
-			msg = "the CLI started no session"
-		}
+		msg := cmp.Or(failure, stderrMessage(stderr.String()), errString(runErr), "the CLI started no session")
 		err := fmt.Errorf("codex %s: %s", verb, msg)
 		switch {
 		case strings.Contains(msg, "no rollout found"), strings.Contains(msg, "missing source rollout"):

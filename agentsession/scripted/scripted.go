@@ -14,6 +14,7 @@
 package scripted
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -80,10 +81,7 @@ var _ chat.Backend = (*Backend)(nil)
 // New returns a scripted backend with an empty script that reports name as
 // its Name (DefaultName if empty).
 func New(name string) *Backend {
-	if name == "" {
-		name = DefaultName
-	}
-	return &Backend{name: name, sessions: map[string][]string{}}
+	return &Backend{name: cmp.Or(name, DefaultName), sessions: map[string][]string{}}
 }
 
 // Push appends steps to the script; each call consumes the next one.
