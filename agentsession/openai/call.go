@@ -18,6 +18,7 @@ import (
 
 	goopenai "github.com/sashabaranov/go-openai"
 
+	"github.com/prchat/prchat/agentsession"
 	"github.com/prchat/prchat/chat"
 )
 
@@ -37,7 +38,9 @@ var errStreamCut = errors.New("the stream ended before the model finished its re
 func (t *turn) call(ctx context.Context, last bool) (*reply, error) {
 	n := t.usage.Calls + 1
 	timeouts := 0
+	t.shown = ""
 	for attempt := 1; ; attempt++ {
+		t.attemptText = ""
 		start := time.Now()
 		req := t.request(last)
 		r, f := t.attempt(ctx, req)
@@ -85,7 +88,7 @@ func (t *turn) call(ctx context.Context, last bool) (*reply, error) {
 	}
 }
 
-// account adds a successful call's usage to the turn's and emits it.
+// account adds a successful call's usage to the turn's.
 func (t *turn) account(ctx context.Context, req goopenai.ChatCompletionRequest, r *reply, n, attempt int, took time.Duration) {
 	var in, out int64
 	var cost *float64
@@ -103,7 +106,6 @@ func (t *turn) account(ctx context.Context, req goopenai.ChatCompletionRequest, 
 		reason = "the endpoint reported no token usage for model " + t.model + "; tokens are estimated"
 	}
 	t.usage.Add(chat.Usage{InputTokens: in, OutputTokens: out, Calls: 1, CostUSD: cost, CostReason: reason})
-	t.emit(chat.Event{Type: chat.EventUsage, InputTokens: &in, OutputTokens: &out, CostUSD: cost, At: time.Now()})
 	t.log.DebugContext(ctx, "model call", slog.Int("call", n), slog.Int("attempt", attempt),
 		slog.Int64("input_tokens", in), slog.Int64("output_tokens", out), slog.Bool("usage_reported", r.usage != nil),
 		slog.Int("tool_calls", len(r.calls)), slog.String("finish", r.finish), slog.Duration("took", took))
@@ -147,6 +149,7 @@ func (t *turn) stream(ctx context.Context, client *goopenai.Client, req goopenai
 	defer s.Close()
 	var (
 		content strings.Builder
+		shown   agentsession.AnswerText
 		acc     toolCalls
 		finish  string
 		usage   *goopenai.Usage
@@ -168,7 +171,7 @@ func (t *turn) stream(ctx context.Context, client *goopenai.Client, req goopenai
 			}
 			if text := ch.Delta.Content + ch.Delta.Refusal; text != "" {
 				content.WriteString(text)
-				t.emit(chat.Event{Type: chat.EventTextDelta, Text: text, At: time.Now()})
+				t.show(shown.Write(text))
 			}
 			for i, tc := range ch.Delta.ToolCalls {
 				acc.add(i, tc)
@@ -181,6 +184,7 @@ func (t *turn) stream(ctx context.Context, client *goopenai.Client, req goopenai
 	if finish == "" {
 		return nil, errStreamCut
 	}
+	t.show(shown.Flush())
 	return &reply{content: content.String(), calls: acc.list(t.usage.Calls + 1), finish: finish, usage: usage}, nil
 }
 
@@ -195,9 +199,8 @@ func (t *turn) complete(ctx context.Context, client *goopenai.Client, req goopen
 	}
 	ch := resp.Choices[0]
 	text := ch.Message.Content + ch.Message.Refusal
-	if text != "" {
-		t.emit(chat.Event{Type: chat.EventTextDelta, Text: text, At: time.Now()})
-	}
+	var shown agentsession.AnswerText
+	t.show(shown.Write(text) + shown.Flush())
 	var acc toolCalls
 	for i, tc := range ch.Message.ToolCalls {
 		acc.add(i, tc)

@@ -223,14 +223,16 @@ func TestSearchReadAnswer(t *testing.T) {
 	}
 
 	// Events: tool starts with the whole arguments (put together from
-	// fragments), results after them, text as it streamed, usage per call.
+	// fragments), results after them, the prose and the answer's markdown
+	// (not its JSON) as they streamed, one usage event with the call's
+	// total.
 	var types []string
 	for _, ev := range events {
 		if ev.Type != chat.EventTextDelta {
 			types = append(types, ev.Type+":"+ev.ToolName)
 		}
 	}
-	wantTypes := []string{"usage:", "tool_start:search_code", "tool_result:search_code", "usage:", "tool_start:read_file", "tool_result:read_file", "usage:"}
+	wantTypes := []string{"tool_start:search_code", "tool_result:search_code", "tool_start:read_file", "tool_result:read_file", "usage:"}
 	if diff := cmp.Diff(wantTypes, types); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
@@ -247,8 +249,11 @@ func TestSearchReadAnswer(t *testing.T) {
 	for _, d := range deltas {
 		text.WriteString(d.Text)
 	}
-	if len(deltas) < 3 || text.String() != "Reading it."+res.Text {
-		t.Errorf("%d text deltas make %q", len(deltas), text.String())
+	if len(deltas) < 3 || text.String() != "Reading it."+want.AnswerMarkdown {
+		t.Errorf("%d text deltas make %q, want the prose and the answer's markdown", len(deltas), text.String())
+	}
+	if u := eventsOf(events, chat.EventUsage); len(u) == 1 && (*u[0].InputTokens != 4500 || *u[0].OutputTokens != 150) {
+		t.Errorf("usage event = %d in, %d out; want the call's total, 4500 and 150", *u[0].InputTokens, *u[0].OutputTokens)
 	}
 
 	// The requests: key, model, stream with usage, tools, the schema, and
@@ -476,6 +481,34 @@ func TestStreamCutShort(t *testing.T) {
 	}
 	if notes := eventsOf(events, chat.EventNote); len(notes) != 1 || !strings.Contains(notes[0].Text, "stream ended") {
 		t.Errorf("notes = %+v", notes)
+	}
+}
+
+// TestRetriedStreamShowsTheAnswerOnce: the text of an attempt cut short
+// is not shown again when the retry streams the same answer; the reader
+// sees the answer's markdown once.
+func TestRetriedStreamShowsTheAnswerOnce(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	whole, err := json.Marshal(answer("The **whole** answer, streamed in pieces."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.fake.Push(chatcompletions.Reply{Content: string(whole[:40]), CutShort: true, ChunkSize: 4},
+		chatcompletions.Reply{Content: string(whole), ChunkSize: 4})
+	_, events, err := e.run(t, t.Context(), e.request("q"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	for _, d := range eventsOf(events, chat.EventTextDelta) {
+		text.WriteString(d.Text)
+	}
+	if got := text.String(); got != "The **whole** answer, streamed in pieces." {
+		t.Errorf("text deltas make %q, want the answer's markdown once", got)
+	}
+	if u := eventsOf(events, chat.EventUsage); len(u) != 1 {
+		t.Errorf("%d usage events, want 1", len(u))
 	}
 }
 

@@ -88,6 +88,10 @@ func (b *Backend) Run(ctx context.Context, req chat.RunRequest, emit func(chat.E
 	start := time.Now()
 	text, err := t.loop(ctx)
 	res.Usage = t.usage
+	if u := t.usage; u.Calls > 0 {
+		// One usage event for the call, its total.
+		t.emit(chat.Event{Type: chat.EventUsage, InputTokens: &u.InputTokens, OutputTokens: &u.OutputTokens, CostUSD: u.CostUSD, At: time.Now()})
+	}
 	t.log.InfoContext(ctx, "openai call finished",
 		slog.Int("model_calls", t.usage.Calls),
 		slog.Int("retries", t.retries),
@@ -197,6 +201,27 @@ type turn struct {
 	usage     chat.Usage
 	retries   int
 	toolCalls int
+
+	// shown is what the reader was shown of the current model call's
+	// reply (the answer's markdown, or the model's prose), attemptText is what
+	// the current attempt at it produced: a retried attempt shows only
+	// what goes beyond what an earlier one showed.
+	shown, attemptText string
+}
+
+// show shows the reader s, the next part of what the current attempt of a
+// model call produced, unless an earlier attempt showed it already.
+func (t *turn) show(s string) {
+	if s == "" {
+		return
+	}
+	t.attemptText += s
+	switch {
+	case len(t.attemptText) <= len(t.shown):
+	case strings.HasPrefix(t.attemptText, t.shown):
+		t.emit(chat.Event{Type: chat.EventTextDelta, Text: t.attemptText[len(t.shown):], At: time.Now()})
+		t.shown = t.attemptText
+	}
 }
 
 // loop calls the model and runs the tools it asks for until it answers,
