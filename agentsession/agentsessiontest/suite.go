@@ -235,6 +235,7 @@ func (s *suite) testStart(t *testing.T) {
 	res, events := s.run(t, b, s.request(dir, chat.SessionSeeded, chat.SessionRef{}))
 	s.checkAnswer(t, res)
 	checkEvents(t, events)
+	s.checkShown(t, res, events)
 	if s.h.Sessions {
 		if res.SessionID == "" {
 			t.Fatal("a backend with sessions returned no session id")
@@ -563,12 +564,56 @@ var backendEvents = map[string]bool{
 	chat.EventUsage: true, chat.EventNote: true,
 }
 
+// checkShown checks that the text deltas of a call that streamed text
+// show its answer's markdown.
+func (s *suite) checkShown(t *testing.T, res chat.RunResult, events []chat.Event) {
+	t.Helper()
+	var text strings.Builder
+	for _, e := range events {
+		if e.Type == chat.EventTextDelta {
+			text.WriteString(e.Text)
+		}
+	}
+	if text.Len() == 0 {
+		return
+	}
+	a, err := chat.ParseAnswer(res.Structured, res.Text)
+	if err == nil && !strings.Contains(text.String(), a.AnswerMarkdown) {
+		t.Errorf("the text deltas %.300q do not show the answer's markdown %.100q", text.String(), a.AnswerMarkdown)
+	}
+}
+
 // checkEvents checks that a call reported events of the contract's types,
-// with their fields set, and tool results after their tools' starts.
+// with their fields set, and tool results after their tools' starts; that
+// its text deltas show text (the answer's markdown), never the JSON
+// envelope of the structured answer; and that it reported its usage at
+// most once and no note twice.
 func checkEvents(t *testing.T, events []chat.Event) {
 	t.Helper()
 	if len(events) == 0 {
 		t.Error("Run reported no events")
+	}
+	var text strings.Builder
+	usages := 0
+	notes := map[string]bool{}
+	for _, e := range events {
+		switch e.Type {
+		case chat.EventTextDelta:
+			text.WriteString(e.Text)
+		case chat.EventUsage:
+			usages++
+		case chat.EventNote:
+			if notes[e.Text] {
+				t.Errorf("note %q reported twice", e.Text)
+			}
+			notes[e.Text] = true
+		}
+	}
+	if strings.Contains(text.String(), `"answer_markdown"`) {
+		t.Errorf("the text deltas show the answer's JSON, not its markdown: %.300q", text.String())
+	}
+	if usages > 1 {
+		t.Errorf("%d usage events, want at most one per call", usages)
 	}
 	started := map[string]bool{}
 	for i, e := range events {

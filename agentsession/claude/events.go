@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/prchat/prchat/agentsession"
 	"github.com/prchat/prchat/chat"
 )
 
@@ -124,10 +125,11 @@ func (t *translator) handle(line []byte) {
 					continue
 				}
 				t.lastText = b.Text
-				t.send(chat.Event{Type: chat.EventTextDelta, Text: b.Text})
+				t.show(b.Text)
 			case "tool_use":
 				t.tools[b.ID] = b.Name
 				if b.Name == structuredOutputTool {
+					t.show(string(b.Input)) // the answer: its markdown
 					continue
 				}
 				input := b.Input
@@ -154,6 +156,16 @@ func (t *translator) handle(line []byte) {
 		}
 	case "result":
 		t.result = &ev
+	}
+}
+
+// show emits what the reader sees of a text block or of the answer the
+// model gave through the structured output tool: the answer's markdown
+// rather than its JSON, prose as it is.
+func (t *translator) show(text string) {
+	var a agentsession.AnswerText
+	if text = a.Write(text) + a.Flush(); strings.TrimSpace(text) != "" {
+		t.send(chat.Event{Type: chat.EventTextDelta, Text: text})
 	}
 }
 

@@ -69,7 +69,8 @@ func TestTranslator(t *testing.T) {
 		`{"type":"user","message":{"role":"user","content":[{"tool_use_id":"t2","type":"tool_result","content":"Found 2 files\na.go\nb.go"}]},"tool_use_result":{"mode":"files_with_matches","filenames":["a.go","b.go"],"numFiles":2}}`,
 		`{"type":"assistant","message":{"content":[{"id":"t3","input":{"command":"echo x > f"},"name":"Bash","type":"tool_use"}]}}`,
 		`{"type":"user","message":{"role":"user","content":[{"type":"tool_result","content":"<tool_use_error>Error: No such tool available: Bash. Bash is disabled for this session.</tool_use_error>","is_error":true,"tool_use_id":"t3"}]},"tool_use_result":"Error: No such tool available: Bash."}`,
-		`{"type":"assistant","message":{"content":[{"id":"t4","input":{"answer":"done"},"name":"StructuredOutput","type":"tool_use"}]}}`,
+		`{"type":"assistant","message":{"content":[{"text":"{\"answer_markdown\":\"A JSON answer in text\\n\",\"citations\":[]}","type":"text"}]}}`,
+		`{"type":"assistant","message":{"content":[{"id":"t4","input":{"answer_markdown":"Done: see **a.go**.","citations":[]},"name":"StructuredOutput","type":"tool_use"}]}}`,
 		`{"type":"user","message":{"role":"user","content":[{"tool_use_id":"t4","type":"tool_result","content":"Structured output provided successfully"}]}}`,
 		`{"type":"assistant","message":{"model":"<synthetic>","content":[{"type":"text","text":"API Error: 500 boom"}]},"is_api_error_message":true}`,
 		`not json`,
@@ -90,6 +91,10 @@ func TestTranslator(t *testing.T) {
 		{Type: chat.EventToolResult, ToolID: "t2", ToolName: "Grep", Summary: "2 files matched: a.go, b.go"},
 		{Type: chat.EventToolStart, ToolID: "t3", ToolName: "Bash", Input: json.RawMessage(`{"command":"echo x > f"}`)},
 		{Type: chat.EventToolResult, ToolID: "t3", ToolName: "Bash", Summary: "error: Error: No such tool available: Bash. Bash is disabled for this session."},
+		// The answer's markdown, not its JSON, whether in text or through
+		// the structured output tool.
+		{Type: chat.EventTextDelta, Text: "A JSON answer in text\n"},
+		{Type: chat.EventTextDelta, Text: "Done: see **a.go**."},
 		{Type: chat.EventUsage, InputTokens: &in, OutputTokens: &out, CostUSD: &cost},
 	}
 	if diff := cmp.Diff(want, events); diff != "" {

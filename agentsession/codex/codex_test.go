@@ -402,7 +402,7 @@ func TestSeededStart(t *testing.T) {
 		"text_delta Reading the config.",
 		"tool_start shell 'cat config/config.go'",
 		"tool_result shell exit 0, 11 lines: package config",
-		"text_delta " + answer("Load stores n unchecked."),
+		"text_delta Load stores n unchecked.", // the answer's markdown, not its JSON
 		"usage",
 	}
 	// The CLI sometimes leaves out a command that ends at once, and the

@@ -6,10 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/prchat/prchat/agentsession"
 	"github.com/prchat/prchat/chat"
 )
 
@@ -73,6 +75,7 @@ type parser struct {
 	mismatch  error       // the CLI ran another thread than asked for
 	commands  int
 	started   map[string]bool
+	notes     []string // the notes emitted
 	// What the events reported, to tell which tool calls they left out.
 	seenCommands []string
 	fileChanges  int
@@ -139,12 +142,17 @@ func (p *parser) item(it *item, done bool) {
 	case "agent_message":
 		if done && it.Text != "" {
 			p.text = it.Text
-			p.emit(chat.Event{Type: chat.EventTextDelta, Text: it.Text, At: now})
+			// The reader sees the answer's markdown, not its JSON.
+			var shown agentsession.AnswerText
+			if text := shown.Write(it.Text) + shown.Flush(); text != "" {
+				p.emit(chat.Event{Type: chat.EventTextDelta, Text: text, At: now})
+			}
 		}
 	case "reasoning", "user_message":
 	case "error":
-		if done && it.Message != "" {
-			p.emit(chat.Event{Type: chat.EventNote, Text: "codex: " + truncate(it.Message, maxMessage), At: now})
+		if note := "codex: " + truncate(it.Message, maxMessage); done && it.Message != "" && !slices.Contains(p.notes, note) {
+			p.notes = append(p.notes, note) // each once
+			p.emit(chat.Event{Type: chat.EventNote, Text: note, At: now})
 		}
 	default:
 		if p.started == nil {

@@ -60,7 +60,7 @@ func TestParserMapsEvents(t *testing.T) {
 		{Type: chat.EventTextDelta, Text: "let me look"},
 		{Type: chat.EventToolStart, ToolID: "c1.item_1", ToolName: "shell", Input: `{"command":"/bin/bash -lc 'cat a.go; echo x > written.txt'"}`},
 		{Type: chat.EventToolResult, ToolID: "c1.item_1", ToolName: "shell", Summary: "exit 1, 5 lines: pyenv: cannot rehash: /root/.pyenv/shims isn't writable"},
-		{Type: chat.EventTextDelta, Text: answer},
+		{Type: chat.EventTextDelta, Text: "done"}, // the answer's markdown; the result's Text keeps the JSON
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
@@ -310,5 +310,23 @@ func TestTOMLString(t *testing.T) {
 	got, err := tomlString("say \"hi\"\n\t<b> & \x7f \\ é")
 	if want := `"say \"hi\"\n\t<b> & \u007f \\ é"`; err != nil || got != want {
 		t.Errorf("tomlString = %s, %v; want %s", got, err, want)
+	}
+}
+
+// TestParserNotesOnce: an error the CLI reports twice (as when it
+// reconnects) is one note.
+func TestParserNotesOnce(t *testing.T) {
+	t.Parallel()
+	var notes []string
+	p := &parser{verb: "start", prefix: "c1.", emit: func(e chat.Event) {
+		if e.Type == chat.EventNote {
+			notes = append(notes, e.Text)
+		}
+	}}
+	for _, msg := range []string{"stream disconnected; retrying", "stream disconnected; retrying", "rate limited"} {
+		p.line([]byte(`{"type":"item.completed","item":{"id":"item_0","type":"error","message":"` + msg + `"}}`))
+	}
+	if want := []string{"codex: stream disconnected; retrying", "codex: rate limited"}; !slices.Equal(notes, want) {
+		t.Errorf("notes = %q, want %q", notes, want)
 	}
 }
