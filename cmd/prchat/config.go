@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prchat/prchat/agentsession"
 	"github.com/prchat/prchat/chat"
 	"github.com/prchat/prchat/worker"
 )
@@ -40,10 +41,12 @@ type Config struct {
 	OpenAIModel    string
 	ClaudeBin      string
 	CodexBin       string
-	GitHubSecret   string
-	GitHubToken    string
-	GitHubAPIURL   string
-	SecretKey      string
+	// AgentEnv names variables passed on to the agent CLIs on purpose.
+	AgentEnv     []string
+	GitHubSecret string
+	GitHubToken  string
+	GitHubAPIURL string
+	SecretKey    string
 	// Endpoints of OpenAI-compatible servers besides OpenAI's own.
 	OllamaBaseURL, OllamaAPIKey, OllamaModel    string
 	VLLMBaseURL, VLLMAPIKey, VLLMModel          string
@@ -179,6 +182,11 @@ func settings() []setting {
 		{env: "PRCHAT_OPENAI_MODEL", def: "gpt-4.1-mini", help: "model of the openai backend", set: str(func(c *Config) *string { return &c.OpenAIModel })},
 		{env: "PRCHAT_CLAUDE_BIN", def: "claude", help: "Claude Code CLI binary", set: str(func(c *Config) *string { return &c.ClaudeBin })},
 		{env: "PRCHAT_CODEX_BIN", def: "codex", help: "Codex CLI binary", set: str(func(c *Config) *string { return &c.CodexBin })},
+		{env: "PRCHAT_AGENT_ENV", def: "", help: "comma-separated names of further environment variables the agent CLIs may see (never PRCHAT_*; see README)", set: func(c *Config, v string) error {
+			names, err := agentsession.ParseEnvNames(v)
+			c.AgentEnv = names
+			return err
+		}},
 		{env: "PRCHAT_GITHUB_WEBHOOK_SECRET", def: "", help: "secret that signs GitHub webhooks", set: str(func(c *Config) *string { return &c.GitHubSecret })},
 		{env: "PRCHAT_GITHUB_TOKEN", def: "", help: "token to post answers back to GitHub", set: str(func(c *Config) *string { return &c.GitHubToken })},
 		{env: "PRCHAT_GITHUB_API_URL", def: "https://api.github.com", help: "GitHub API base URL", set: str(func(c *Config) *string { return &c.GitHubAPIURL })},

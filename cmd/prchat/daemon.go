@@ -189,7 +189,7 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 		Follower:  d.events,
 	}
 	if r.worker {
-		if deps.Workspaces, err = agentsession.NewWorkspaces(agentsession.Config{DataDir: cfg.DataDir, Logger: log}); err != nil {
+		if deps.Workspaces, err = agentsession.NewWorkspaces(agentsession.Config{DataDir: cfg.DataDir, Secrets: cfg.secrets(), Logger: log}); err != nil {
 			return nil, err
 		}
 		oa, err := openai.New(openai.Config{
@@ -203,11 +203,11 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 		if err != nil {
 			return nil, err
 		}
-		cl, err := claude.New(claude.Config{Bin: cfg.ClaudeBin, Logger: log})
+		cl, err := claude.New(claude.Config{Bin: cfg.ClaudeBin, Secrets: cfg.secrets(), ExtraEnv: cfg.AgentEnv, Logger: log})
 		if err != nil {
 			return nil, err
 		}
-		cx, err := codex.New(codex.Config{Bin: cfg.CodexBin, Logger: log})
+		cx, err := codex.New(codex.Config{Bin: cfg.CodexBin, Secrets: cfg.secrets(), ExtraEnv: cfg.AgentEnv, Logger: log})
 		if err != nil {
 			return nil, err
 		}
