@@ -13,9 +13,12 @@ import (
 	"github.com/prchat/prchat/chat"
 )
 
-// findCommit finds the clone of repo that holds commit sha, cloning or
-// fetching the mirror of repo's CloneURL as needed, and returns the clone's
-// path and the full commit id.
+// findCommit finds the clone of prchat's own that holds commit sha of
+// repo and returns its path and the full commit id. prchat never writes
+// into a registered clone: a ClonePath is read through a bare repository
+// of prchat's under DataDir/local whose objects are the clone's (git
+// alternates), and a CloneURL is cloned as a mirror under DataDir/clones
+// and fetched when a commit is missing.
 func (w *Workspaces) findCommit(ctx context.Context, repo chat.Repository, sha string) (clone, full string, err error) {
 	if repo.ClonePath != "" {
 		path, err := filepath.Abs(repo.ClonePath)
@@ -24,15 +27,19 @@ func (w *Workspaces) findCommit(ctx context.Context, repo chat.Repository, sha s
 		}
 		switch {
 		case isRepo(path):
-			full, ok, err := w.resolve(ctx, path, sha)
+			local, err := w.localMirror(ctx, repo.Name, path)
+			if err != nil {
+				return "", "", err
+			}
+			full, ok, err := w.resolve(ctx, local, sha)
 			if err != nil {
 				return "", "", err
 			}
 			if ok {
-				return path, full, nil
+				return local, full, nil
 			}
 			if repo.CloneURL == "" {
-				return "", "", chat.Errorf(chat.CodeNeedsClone, "commit %s is not in the clone of %s", sha, repo.Name)
+				return "", "", &chat.Error{Code: chat.CodeNeedsClone, Message: fmt.Sprintf("commit %s is not in the clone of %s", sha, repo.Name), Err: chat.ErrUnknownCommit}
 			}
 		case repo.CloneURL == "":
 			return "", "", chat.Errorf(chat.CodeNeedsClone, "the clone path of %s is not a git repository", repo.Name)
@@ -42,6 +49,97 @@ func (w *Workspaces) findCommit(ctx context.Context, repo chat.Repository, sha s
 		return "", "", chat.Errorf(chat.CodeNeedsClone, "repository %s has no clone path or clone URL", repo.Name)
 	}
 	return w.mirrorCommit(ctx, repo, sha)
+}
+
+// CheckClone returns nil when path is the top of a git repository that git
+// can read.
+func (w *Workspaces) CheckClone(ctx context.Context, path string) error {
+	if !isRepo(path) {
+		return errors.New("not the top of a git repository")
+	}
+	if _, err := w.objectsDir(ctx, path); err != nil {
+		return err
+	}
+	return nil
+}
+
+// ResolveCommit returns the full id of commit sha in repo's clone (fetching
+// prchat's mirror of its CloneURL when needed). A commit that is not there
+// is an error wrapping chat.ErrUnknownCommit.
+func (w *Workspaces) ResolveCommit(ctx context.Context, repo chat.Repository, sha string) (string, error) {
+	if !shaPattern.MatchString(sha) {
+		return "", fmt.Errorf("%q is not a commit id: %w", sha, chat.ErrUnknownCommit)
+	}
+	_, full, err := w.findCommit(ctx, repo, sha)
+	if err != nil && chat.ErrorCode(err) == chat.CodeNeedsClone && !errors.Is(err, chat.ErrUnknownCommit) {
+		err = errors.Join(err, chat.ErrUnknownCommit)
+	}
+	return full, err
+}
+
+// objectsDir returns the object folder of the repository at path (its
+// common git dir's objects), asking git, which reads and writes nothing
+// else.
+func (w *Workspaces) objectsDir(ctx context.Context, path string) (string, error) {
+	out, err := w.git.Output(ctx, path, "rev-parse", "--path-format=absolute", "--git-common-dir")
+	if err != nil {
+		return "", fmt.Errorf("read the repository: %w", err)
+	}
+	dir := filepath.Join(filepath.Clean(strings.TrimSpace(string(out))), "objects")
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return "", errors.New("the repository has no object folder")
+	}
+	return dir, nil
+}
+
+// localMirror returns prchat's bare repository for the clone at path,
+// DataDir/local/<owner>/<name>.git, made on first use: an empty bare
+// repository whose objects/info/alternates names the clone's object
+// folder, so it sees every commit of the clone without copying it, and run
+// directories are its worktrees, not the clone's. A repository registered
+// again with another clone path gets its alternates rewritten.
+func (w *Workspaces) localMirror(ctx context.Context, name, path string) (string, error) {
+	mirror, err := w.namedPath(w.local, name)
+	if err != nil {
+		return "", err
+	}
+	objects, err := w.objectsDir(ctx, path)
+	if err != nil {
+		return "", &chat.Error{Code: chat.CodeNeedsClone, Message: fmt.Sprintf("the clone of %s cannot be read", name), Err: err}
+	}
+	unlock := w.lock(mirror)
+	defer unlock()
+	alternates := filepath.Join(mirror, "objects", "info", "alternates")
+	if b, err := os.ReadFile(alternates); err == nil && isRepo(mirror) {
+		if strings.TrimSpace(string(b)) == objects {
+			return mirror, nil
+		}
+		if err := os.WriteFile(alternates, []byte(objects+"\n"), 0o644); err != nil {
+			return "", fmt.Errorf("point the mirror of %s at its clone: %w", name, err)
+		}
+		return mirror, nil
+	}
+	parent := filepath.Dir(mirror)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return "", fmt.Errorf("mirror %s: %w", name, err)
+	}
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(mirror)+".tmp-")
+	if err != nil {
+		return "", fmt.Errorf("mirror %s: %w", name, err)
+	}
+	defer os.RemoveAll(tmp)
+	if _, err := w.git.Output(ctx, "", "init", "--bare", "--quiet", tmp); err != nil {
+		return "", fmt.Errorf("mirror %s: %w", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "objects", "info", "alternates"), []byte(objects+"\n"), 0o644); err != nil {
+		return "", fmt.Errorf("mirror %s: %w", name, err)
+	}
+	_ = os.RemoveAll(mirror) // a half-made one
+	if err := os.Rename(tmp, mirror); err != nil {
+		return "", fmt.Errorf("mirror %s: %w", name, err)
+	}
+	w.log.InfoContext(ctx, "made the local mirror of a clone", slog.String("repository", name), slog.String("mirror", mirror))
+	return mirror, nil
 }
 
 // mirrorCommit finds sha in the mirror of repo's CloneURL under
@@ -89,7 +187,7 @@ func (w *Workspaces) mirrorCommit(ctx context.Context, repo chat.Repository, sha
 	return "", "", &chat.Error{
 		Code:    chat.CodeNeedsClone,
 		Message: fmt.Sprintf("commit %s is not in the clone of %s", sha, repo.Name),
-		Err:     fetchErr, // why the fetch did not bring it, if it failed
+		Err:     errors.Join(chat.ErrUnknownCommit, fetchErr), // and why the fetch did not bring it, if it failed
 	}
 }
 
@@ -125,11 +223,17 @@ func (w *Workspaces) cloneMirror(ctx context.Context, repo chat.Repository, path
 
 // mirrorPath is where the mirror of the repository named owner/name lives.
 func (w *Workspaces) mirrorPath(name string) (string, error) {
+	return w.namedPath(w.clones, name)
+}
+
+// namedPath is the folder <owner>/<name>.git of the repository named
+// owner/name under dir.
+func (w *Workspaces) namedPath(dir, name string) (string, error) {
 	owner, repo, ok := strings.Cut(name, "/")
 	if !ok || !safeName(owner) || !safeName(repo) {
 		return "", chat.Errorf(chat.CodeNeedsClone, "repository name %q is not owner/name, so it cannot be cloned", name)
 	}
-	return filepath.Join(w.clones, owner, repo+".git"), nil
+	return filepath.Join(dir, owner, repo+".git"), nil
 }
 
 // safeName reports whether s can name a folder: no separators, not . or ..,

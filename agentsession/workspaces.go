@@ -21,7 +21,8 @@ type Config struct {
 	// DataDir is the folder that holds prchat's files on this host
 	// (required). Run directories are made under DataDir/runs/<conversation
 	// id>; repositories registered only by URL are cloned (as mirrors) under
-	// DataDir/clones/<owner>/<name>.git.
+	// DataDir/clones/<owner>/<name>.git; a registered clone path is read
+	// through DataDir/local/<owner>/<name>.git (see Workspaces).
 	DataDir string
 	// Git is the git binary; default "git" from PATH.
 	Git string
@@ -56,8 +57,12 @@ func (c *Config) validate() error {
 // ignores itself (a .gitignore of "*"), so git status in the worktree stays
 // clean and nothing is written into the clone's shared exclude file.
 //
-// The clone is the repository's ClonePath (a normal or bare repository,
-// used as it is and never fetched into), else a mirror of its CloneURL made
+// prchat never writes into a registered clone. A repository's ClonePath (a
+// normal or bare repository) is read through a bare repository of
+// prchat's own under DataDir/local whose objects/info/alternates names the
+// clone's objects: it costs no copy, sees every commit of the clone, and
+// the run directories are its worktrees, so `git worktree list` of the
+// clone never changes. Otherwise the clone is a mirror of the CloneURL made
 // once under DataDir/clones and fetched when a head commit is missing. A
 // ClonePath that lacks the commit falls back to the mirror when there is a
 // CloneURL.
@@ -66,13 +71,17 @@ type Workspaces struct {
 	log    *slog.Logger
 	runs   string // DataDir/runs
 	clones string // DataDir/clones
+	local  string // DataDir/local
 	lines  *lineCache
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex // per clone: worktree add/remove, clone, fetch
 }
 
-var _ chat.Workspaces = (*Workspaces)(nil)
+var (
+	_ chat.Workspaces = (*Workspaces)(nil)
+	_ chat.Clones     = (*Workspaces)(nil)
+)
 
 // NewWorkspaces returns Workspaces for cfg.
 func NewWorkspaces(cfg Config) (*Workspaces, error) {
@@ -88,6 +97,7 @@ func NewWorkspaces(cfg Config) (*Workspaces, error) {
 		log:    cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
 		runs:   filepath.Join(data, "runs"),
 		clones: filepath.Join(data, "clones"),
+		local:  filepath.Join(data, "local"),
 		lines:  newLineCache(cmp.Or(cfg.LineCacheSize, 4096)),
 		locks:  map[string]*sync.Mutex{},
 	}, nil

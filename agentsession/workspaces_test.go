@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -182,9 +183,66 @@ func TestPrepareReplacesOldRunDir(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "scratch")); !errors.Is(err, os.ErrNotExist) {
 		t.Error("the old run directory's files survived")
 	}
-	if got := strings.Count(agentsessiontest.Git(t, f.repo.Dir, "worktree", "list", "--porcelain"), "worktree "); got != 2 {
-		t.Errorf("the clone has %d worktrees, want 2 (itself and the run directory)", got)
+	if got := strings.Count(agentsessiontest.Git(t, f.repo.Dir, "worktree", "list", "--porcelain"), "worktree "); got != 1 {
+		t.Errorf("the clone has %d worktrees, want 1: run directories are worktrees of prchat's own mirror", got)
 	}
+}
+
+// TestPrepareNeverWritesIntoTheClone: run directories come from prchat's
+// own bare repository under the data folder; the registered clone's
+// worktree list and its files under .git stay as they were.
+func TestPrepareNeverWritesIntoTheClone(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	repo := f.repo.Repository("acme/app")
+	before := agentsessiontest.Git(t, f.repo.Dir, "worktree", "list", "--porcelain")
+	snapshot := gitDirFiles(t, f.repo.Dir)
+	var dirs []string
+	for i, sha := range []string{f.repo.Commits[0], f.repo.Head()} {
+		dir, err := f.ws.Prepare(t.Context(), seed(repo, fmt.Sprintf("conv%d", i), sha, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := agentsessiontest.Git(t, dir, "rev-parse", "HEAD"); got != sha {
+			t.Errorf("run directory HEAD = %s, want %s", got, sha)
+		}
+		dirs = append(dirs, dir)
+	}
+	if after := agentsessiontest.Git(t, f.repo.Dir, "worktree", "list", "--porcelain"); after != before {
+		t.Errorf("the clone's worktree list changed:\n%s\nwas\n%s", after, before)
+	}
+	for _, d := range dirs {
+		if err := f.ws.Remove(t.Context(), d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if diff := cmp.Diff(snapshot, gitDirFiles(t, f.repo.Dir)); diff != "" {
+		t.Errorf("files under the clone's .git changed (-before +after):\n%s", diff)
+	}
+}
+
+// gitDirFiles lists the files under dir/.git with their sizes and times.
+func gitDirFiles(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	root := filepath.Join(dir, ".git")
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			files[strings.TrimPrefix(path, root)] = fmt.Sprintf("%d %s", info.Size(), info.ModTime())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
 }
 
 func TestPrepareNeedsClone(t *testing.T) {

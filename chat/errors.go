@@ -3,6 +3,7 @@ package chat
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Code is the category of a domain error. The API maps each code to one HTTP
@@ -31,6 +32,8 @@ type Error struct {
 	Code    Code
 	Message string
 	Err     error // the cause, if any; never shown to clients
+	// RetryAfter is, for CodeRateLimited, how long until a retry can pass.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {

@@ -30,6 +30,9 @@ type cachedRepo struct {
 
 // repository returns the repository named name, from the cache when fresh.
 func (s *Service) repository(ctx context.Context, name string) (Repository, error) {
+	if !sees(ctx, name) {
+		return Repository{}, repositoryNotFound(name)
+	}
 	now := s.now()
 	s.repos.mu.Lock()
 	c, ok := s.repos.repos[name]

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"sync"
 	"time"
 
@@ -344,7 +345,7 @@ func (r *run) plan(ctx context.Context) (*plan, error) {
 			if ErrorCode(err) == CodeNeedsClone {
 				return nil, Fail(ReasonNeedsClone, err)
 			}
-			return nil, Fail(ReasonBackendError, fmt.Errorf("prepare run directory: %w", err))
+			return nil, Fail(ReasonBackendError, &Error{Code: CodeInternal, Message: "the run directory could not be prepared", Err: err})
 		}
 	}
 	return p, nil
@@ -369,7 +370,26 @@ func (r *run) sessionProblem(ctx context.Context, p *plan, host, whose string) s
 // failure turns an error into a failed outcome.
 func (r *run) failure(err error) Outcome {
 	reason := FailureReason(err, ReasonBackendError)
-	return Outcome{State: StateFailed, Reason: reason, Note: r.s.masker.String(err.Error())}
+	note := publicNote(err)
+	if note != err.Error() {
+		r.s.log.Warn("turn failed", slog.String("turn", r.turn.ID), slog.String("reason", string(reason)), slog.Any("err", err))
+	}
+	return Outcome{State: StateFailed, Reason: reason, Note: r.s.masker.String(note)}
+}
+
+// serverPath is an absolute path in an error's text (not the // of a URL).
+var serverPath = regexp.MustCompile(`(^|[\s"'(=:])/[^/\s"'(),;:][^\s"'(),;:]*`)
+
+// publicNote is what a client is told of a failure: the message of a
+// domain error (written for clients; its cause stays in the log), else the
+// error's text with the server's paths left out, so that no git command
+// line or folder of the server reaches a client.
+func publicNote(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return serverPath.ReplaceAllString(err.Error(), "$1[path]")
 }
 
 // finish stores the outcome with the final events.

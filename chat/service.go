@@ -49,6 +49,19 @@ type Config struct {
 	// goes on the shared queue: the host of every session is that worker,
 	// so there is no host to pin a turn to and no liveness to ask about.
 	SoleWorker bool
+	// ReposRoots are the folders under which clone paths and review run
+	// directories may lie; AnyPath allows any path (a loopback daemon with
+	// no roots configured). With neither, no clone path is taken.
+	ReposRoots []string
+	AnyPath    bool
+	// AllowFileURLs allows clone URLs of any transport (file://, local
+	// paths, ext::), not only https://, ssh:// and user@host:path.
+	AllowFileURLs bool
+	// QuestionsPerRepo and QuestionsPerToken limit the questions asked
+	// about one repository and with one token, across the deployment
+	// (through Deps.Limiter). Zero: no limit.
+	QuestionsPerRepo  Rate
+	QuestionsPerToken Rate
 }
 
 func (c Config) withDefaults() Config {
@@ -89,6 +102,12 @@ type Deps struct {
 	Histories HistoryStore
 	// Observer, if set, is told about every finished run (metrics).
 	Observer Observer
+	// Clones checks clone paths and review commits when they are
+	// registered and recorded (required to register a clone path or to
+	// record a review of a repository with a clone).
+	Clones Clones
+	// Limiter, if set, enforces the question rate limits.
+	Limiter RateLimiter
 	// Publisher and Follower, if set, deliver events live.
 	Publisher Publisher
 	Follower  Follower
@@ -114,6 +133,8 @@ type Service struct {
 	sealer     *Sealer
 	histories  HistoryStore
 	observer   Observer
+	clones     Clones
+	limiter    RateLimiter
 	log        *slog.Logger
 	now        Clock
 
@@ -144,6 +165,8 @@ func NewService(cfg Config, d Deps) (*Service, error) {
 		sealer:     d.Sealer,
 		histories:  d.Histories,
 		observer:   d.Observer,
+		clones:     d.Clones,
+		limiter:    d.Limiter,
 		log:        cmp.Or(d.Logger, slog.New(slog.DiscardHandler)),
 		now:        d.Now,
 	}
@@ -181,6 +204,12 @@ func (s *Service) RegisterRepository(ctx context.Context, r Repository) (Reposit
 	if len(r.ClonePath) > maxPathBytes || len(r.CloneURL) > maxPathBytes {
 		return Repository{}, false, Errorf(CodeInvalid, "clone_path and clone_url are at most %d bytes", maxPathBytes)
 	}
+	if t, ok := limitedToken(ctx); ok && !t.Sees(r.Name) {
+		return Repository{}, false, Errorf(CodeForbidden, "this token may not register %s", r.Name)
+	}
+	if err := s.checkRegistration(ctx, &r); err != nil {
+		return Repository{}, false, err
+	}
 	created, err := s.store.UpsertRepository(ctx, &r)
 	if err == nil {
 		s.remember(r)
@@ -193,9 +222,14 @@ func (s *Service) Repository(ctx context.Context, name string) (Repository, erro
 	return s.repository(ctx, name)
 }
 
-// Repositories lists the registered repositories.
+// Repositories lists the registered repositories (those the request's
+// token may see).
 func (s *Service) Repositories(ctx context.Context) ([]Repository, error) {
-	return s.store.Repositories(ctx)
+	rs, err := s.store.Repositories(ctx)
+	if t, ok := limitedToken(ctx); ok && err == nil {
+		rs = slices.DeleteFunc(rs, func(r Repository) bool { return !t.Sees(r.Name) })
+	}
+	return rs, err
 }
 
 // RecordReview saves r as the next version of the PR's review.
@@ -205,6 +239,9 @@ func (s *Service) RecordReview(ctx context.Context, repo string, r Review) (Revi
 	}
 	rp, err := s.repository(ctx, repo)
 	if err != nil {
+		return Review{}, err
+	}
+	if err := s.checkReview(ctx, rp, &r); err != nil {
 		return Review{}, err
 	}
 	r.RepositoryID, r.Repository = rp.ID, rp.Name
@@ -281,6 +318,9 @@ func (s *Service) Ask(ctx context.Context, repo string, pr, version int, a Ask) 
 	if err != nil {
 		return Conversation{}, Turn{}, err
 	}
+	if err := s.limitQuestion(ctx, rp.Name); err != nil {
+		return Conversation{}, Turn{}, err
+	}
 	c := Conversation{
 		ReviewID:      rev.ID,
 		Repository:    rev.Repository,
@@ -307,8 +347,11 @@ func (s *Service) Continue(ctx context.Context, conversationID string, a Ask) (T
 		return Turn{}, err
 	}
 	// The busy rule is the database's: AddTurn refuses a second pending turn.
-	c, err := s.store.ConversationHead(ctx, conversationID)
+	c, err := s.conversationHead(ctx, conversationID)
 	if err != nil {
+		return Turn{}, err
+	}
+	if err := s.limitQuestion(ctx, c.Repository); err != nil {
 		return Turn{}, err
 	}
 	t := s.newTurn(c, a)
@@ -421,7 +464,11 @@ func (s *Service) PendingTurns(ctx context.Context) ([]Turn, error) {
 
 // Conversation returns a conversation with its turns.
 func (s *Service) Conversation(ctx context.Context, id string) (Conversation, error) {
-	return s.store.Conversation(ctx, id)
+	c, err := s.store.Conversation(ctx, id)
+	if err == nil && !sees(ctx, c.Repository) {
+		return Conversation{}, conversationNotFound(id)
+	}
+	return c, err
 }
 
 // Conversations lists a PR's conversations, newest first.
@@ -434,6 +481,9 @@ func (s *Service) Conversations(ctx context.Context, repo string, pr int) ([]Con
 
 // Turn returns one turn of a conversation.
 func (s *Service) Turn(ctx context.Context, conversationID string, number int) (Turn, error) {
+	if err := s.seeConversation(ctx, conversationID); err != nil {
+		return Turn{}, err
+	}
 	return s.store.Turn(ctx, conversationID, number)
 }
 
@@ -441,6 +491,9 @@ func (s *Service) Turn(ctx context.Context, conversationID string, number int) (
 // job is stopped (a running agent is killed). A settled turn is returned as
 // it is.
 func (s *Service) Cancel(ctx context.Context, conversationID string, number int) (Turn, error) {
+	if err := s.seeConversation(ctx, conversationID); err != nil {
+		return Turn{}, err
+	}
 	t, err := s.store.Turn(ctx, conversationID, number)
 	if err != nil || t.State.Final() {
 		return t, err
@@ -457,7 +510,7 @@ func (s *Service) Cancel(ctx context.Context, conversationID string, number int)
 // DeleteConversation cancels a conversation's pending turn, removes its run
 // directory and deletes it.
 func (s *Service) DeleteConversation(ctx context.Context, id string) error {
-	c, err := s.store.Conversation(ctx, id)
+	c, err := s.Conversation(ctx, id)
 	if err != nil {
 		return err
 	}

@@ -75,8 +75,8 @@ func setup(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"w1", "w2"} {
-		svc, err := chat.NewService(chat.Config{WorkerID: id, MaxRepairs: 2}, chat.Deps{
-			Store: f.store, Queue: &fakeQueue{}, Hosts: f.hosts, Workspaces: ws,
+		svc, err := chat.NewService(chat.Config{WorkerID: id, MaxRepairs: 2, AnyPath: true}, chat.Deps{
+			Store: f.store, Queue: &fakeQueue{}, Hosts: f.hosts, Workspaces: ws, Clones: ws,
 			Backends: []chat.Backend{f.scripted}, Masker: mask.New(),
 		})
 		if err != nil {
@@ -238,8 +238,12 @@ func TestSoleWorkerRoutesEveryTurnToTheSharedQueue(t *testing.T) {
 	repo := agentsessiontest.NewRepo(t, map[string]string{"a.go": "package a\n"})
 	for _, sole := range []bool{false, true} {
 		st, q, hosts := storetest.New(t), &fakeQueue{}, &fakeHosts{dead: map[string]bool{}}
-		svc, err := chat.NewService(chat.Config{WorkerID: "w1", SoleWorker: sole}, chat.Deps{
-			Store: st, Queue: q, Hosts: hosts, Backends: []chat.Backend{scripted.New("")}, Masker: mask.New(),
+		ws, err := agentsession.NewWorkspaces(agentsession.Config{DataDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc, err := chat.NewService(chat.Config{WorkerID: "w1", SoleWorker: sole, AnyPath: true}, chat.Deps{
+			Store: st, Queue: q, Hosts: hosts, Backends: []chat.Backend{scripted.New("")}, Masker: mask.New(), Clones: ws,
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -17,6 +17,9 @@ const pollInterval = 15 * time.Second
 // The channel closes after the final event (done or error), or when ctx
 // ends. A turn that settled before the call still gets its whole stream.
 func (s *Service) Subscribe(ctx context.Context, conversationID string, number int, after int64) (<-chan Event, error) {
+	if err := s.seeConversation(ctx, conversationID); err != nil {
+		return nil, err
+	}
 	t, err := s.store.Turn(ctx, conversationID, number)
 	if err != nil {
 		return nil, err
@@ -160,6 +163,9 @@ func (sub *subscription) send(ctx context.Context, e Event) bool {
 // lost) reads the store and follows again; without a follower it reads the
 // store at growing intervals.
 func (s *Service) WaitTurn(ctx context.Context, conversationID string, number int, wait time.Duration) (Turn, error) {
+	if err := s.seeConversation(ctx, conversationID); err != nil {
+		return Turn{}, err
+	}
 	t, err := s.store.Turn(ctx, conversationID, number)
 	if err != nil || t.State.Final() || wait <= 0 {
 		return t, err
@@ -275,6 +281,9 @@ func (s *Service) SubscribeFeed(ctx context.Context, repo, after string) (<-chan
 
 // Transcript returns the stored events of a turn.
 func (s *Service) Transcript(ctx context.Context, conversationID string, number int) ([]Event, error) {
+	if err := s.seeConversation(ctx, conversationID); err != nil {
+		return nil, err
+	}
 	t, err := s.store.Turn(ctx, conversationID, number)
 	if err != nil {
 		return nil, err
