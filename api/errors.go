@@ -86,6 +86,9 @@ func statusOfError(err error) int {
 	if errors.As(err, &se) {
 		return se.status
 	}
+	if errors.Is(err, chat.ErrUnknownCommit) && chat.ErrorCode(err) == chat.CodeInvalid {
+		return http.StatusUnprocessableEntity // a review naming a commit its clone lacks
+	}
 	if status, ok := statusOf[chat.ErrorCode(err)]; ok {
 		return status
 	}
@@ -104,6 +107,10 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	if status >= 500 {
 		s.log.ErrorContext(c.Request().Context(), "request failed", slog.String("request_id", id),
 			slog.String("route", c.Path()), slog.Any("err", err))
+	}
+	var de *chat.Error
+	if errors.As(err, &de) && de.Code == chat.CodeRateLimited && de.RetryAfter > 0 {
+		c.Response().Header().Set("Retry-After", retryAfter(de.RetryAfter))
 	}
 	body := ErrorBody{Error: ErrorDetail{Code: code, Message: chat.ErrorMessage(err), TraceID: id}}
 	if c.Request().Method == http.MethodHead {

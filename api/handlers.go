@@ -27,6 +27,9 @@ func decode(c echo.Context, v any) error {
 	if !utf8.Valid(body) {
 		return chat.Errorf(chat.CodeInvalid, "request body is not valid UTF-8")
 	}
+	if err := rejectNUL(body); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

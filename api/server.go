@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/prchat/prchat/chat"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -28,6 +29,14 @@ type Config struct {
 	// Registry collects the metrics served at /metrics. Default a new one.
 	Registry *prometheus.Registry
 	Logger   *slog.Logger
+	// Access checks API tokens on every /api route (once any token
+	// exists). Nil: no tokens, every route open (tests of other parts).
+	Access Access
+	// RequestRate limits the requests of one token (of one client address
+	// while the API is open) in this process. Zero: no limit.
+	RequestRate chat.Rate
+	// Now tells the time to the rate limits; default time.Now.
+	Now func() time.Time
 }
 
 func (c Config) withDefaults() Config {
@@ -38,13 +47,19 @@ func (c Config) withDefaults() Config {
 		c.Registry = prometheus.NewRegistry()
 	}
 	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	return c
 }
+
+func (s *Server) now() time.Time { return s.cfg.Now() }
 
 // Server is prchat's HTTP API.
 type Server struct {
 	cfg     Config
 	svc     Service
+	limits  *requestLimits
 	log     *slog.Logger
 	echo    *echo.Echo
 	metrics *metrics
@@ -76,7 +91,7 @@ func NewProbe(cfg Config) *Server {
 
 func newServer(cfg Config, svc Service) *Server {
 	cfg = cfg.withDefaults()
-	s := &Server{cfg: cfg, svc: svc, log: cfg.Logger, echo: echo.New()}
+	s := &Server{cfg: cfg, svc: svc, log: cfg.Logger, echo: echo.New(), limits: newRequestLimits(cfg.RequestRate)}
 	s.metrics = newMetrics(cfg.Registry)
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
@@ -134,7 +149,7 @@ func (s *Server) routes() {
 	e.GET("/readyz", s.readyz)
 	e.GET("/openapi.json", s.openAPI)
 
-	v1 := e.Group("/api/v1")
+	v1 := e.Group("/api/v1", s.authorize)
 	v1.POST("/repos", s.registerRepository)
 	v1.GET("/repos", s.listRepositories)
 	v1.GET("/repos/:owner/:repo", s.getRepository)
@@ -156,4 +171,7 @@ func (s *Server) routes() {
 	v1.PATCH("/providers/active", s.setActiveProvider)
 	v1.POST("/providers/:id/key", s.setProviderKey)
 	v1.DELETE("/providers/:id/key", s.deleteProviderKey)
+	v1.GET("/tokens", s.listTokens)
+	v1.POST("/tokens", s.createToken)
+	v1.DELETE("/tokens/:id", s.revokeToken)
 }

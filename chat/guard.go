@@ -88,9 +88,11 @@ func (s *Service) seeConversation(ctx context.Context, id string) error {
 }
 
 // limitQuestion takes one question from the limits of the repository and
-// of the request's token.
+// of the request's token. Questions without a token (an API that is open
+// because no token exists yet: a loopback daemon's own users) are not
+// limited.
 func (s *Service) limitQuestion(ctx context.Context, repo string) error {
-	if s.limiter == nil {
+	if _, ok := TokenFrom(ctx); s.limiter == nil || !ok {
 		return nil
 	}
 	now := s.now()
@@ -103,7 +105,7 @@ func (s *Service) limitQuestion(ctx context.Context, repo string) error {
 			return RateLimited("questions about "+repo, wait)
 		}
 	}
-	if t, ok := TokenFrom(ctx); ok && !s.cfg.QuestionsPerToken.Off() {
+	if t, _ := TokenFrom(ctx); !s.cfg.QuestionsPerToken.Off() {
 		wait, err := s.limiter.Allow(ctx, "token:"+t.ID, s.cfg.QuestionsPerToken, now)
 		if err != nil {
 			return fmt.Errorf("rate limit of token %s: %w", t.ID, err)

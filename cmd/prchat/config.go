@@ -59,6 +59,13 @@ type Config struct {
 	// backend "bench" (flag --bench-agent of serve, api and worker only; a
 	// measuring aid, off by default).
 	BenchAgent bool
+	// Access (see access.go).
+	InsecureNoAuth     bool
+	ReposRoots         string
+	AllowFileURLs      bool
+	RateRequests       chat.Rate
+	RateQuestionsRepo  chat.Rate
+	RateQuestionsToken chat.Rate
 }
 
 // setting is one configuration entry: its variable, flag and default.
@@ -158,7 +165,7 @@ func defaultWorkerID() string {
 
 // settings lists every setting in the order --help shows them.
 func settings() []setting {
-	return []setting{
+	return append([]setting{
 		{env: "PRCHAT_LISTEN", def: "127.0.0.1:8080", help: "address the HTTP API listens on", set: str(func(c *Config) *string { return &c.Listen })},
 		{env: "PRCHAT_DATA_DIR", def: defaultDataDir(), help: "directory for the embedded database, clones and run directories", set: str(func(c *Config) *string { return &c.DataDir })},
 		{env: "PRCHAT_DATABASE_URL", def: "", help: "Postgres URL (postgres://...); empty: embedded SQLite in the data directory", set: str(func(c *Config) *string { return &c.DatabaseURL })},
@@ -204,7 +211,7 @@ func settings() []setting {
 		{env: "PRCHAT_RECONCILE_INTERVAL", def: "5s", help: "how often the reconciler looks for lost or stuck turns", set: duration(func(c *Config) *time.Duration { return &c.ReconcileInterval })},
 		{env: "PRCHAT_LOG_FORMAT", def: "text", help: "log format: text or json", set: str(func(c *Config) *string { return &c.LogFormat })},
 		{env: "PRCHAT_LOG_LEVEL", def: "info", help: "log level: debug, info, warn or error", set: str(func(c *Config) *string { return &c.LogLevel })},
-	}
+	}, accessSettings()...)
 }
 
 // defaultBackends are the backends PRCHAT_DEFAULT_BACKEND may name.

@@ -188,10 +188,15 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 		Publisher: d.events,
 		Follower:  d.events,
 	}
+	ws, err := agentsession.NewWorkspaces(agentsession.Config{DataDir: cfg.DataDir, Secrets: cfg.secrets(), Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	// Registration and review checks read clones wherever the API runs.
+	deps.Clones = ws
+	deps.Limiter = worker.NewRateLimiter(d.rdb)
 	if r.worker {
-		if deps.Workspaces, err = agentsession.NewWorkspaces(agentsession.Config{DataDir: cfg.DataDir, Secrets: cfg.secrets(), Logger: log}); err != nil {
-			return nil, err
-		}
+		deps.Workspaces = ws
 		oa, err := openai.New(openai.Config{
 			BaseURL:  cfg.OpenAIBaseURL,
 			APIKey:   cfg.OpenAIAPIKey,
@@ -214,6 +219,10 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 		// Backends given in options come last and replace built-ins of the same name.
 		deps.Backends = append([]chat.Backend{local.New(local.Config{}), oa, cl, cx}, deps.Backends...)
 	}
+	roots, err := cfg.roots()
+	if err != nil {
+		return nil, err
+	}
 	if d.svc, err = chat.NewService(chat.Config{
 		WorkerID:        cfg.WorkerID,
 		TurnTimeout:     cfg.TurnTimeout,
@@ -226,8 +235,24 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 		// The embedded Redis lives in this process: no other worker can
 		// take a turn, so none is routed to a host.
 		SoleWorker: d.embedded != nil,
+		ReposRoots: roots,
+		// With no roots configured, a loopback daemon's own users may
+		// register any path; a reachable one takes none.
+		AnyPath:           len(roots) == 0 && loopback(cfg.Listen),
+		AllowFileURLs:     cfg.AllowFileURLs,
+		QuestionsPerRepo:  cfg.RateQuestionsRepo,
+		QuestionsPerToken: cfg.RateQuestionsToken,
 	}, deps); err != nil {
 		return nil, err
+	}
+	access, err := chat.NewAccess(chat.AccessConfig{Logger: log}, d.store)
+	if err != nil {
+		return nil, err
+	}
+	if r.api {
+		if err := checkOpenAPI(ctx, cfg, access, log); err != nil {
+			return nil, err
+		}
 	}
 
 	if r.worker {
@@ -270,7 +295,7 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 
 	// A worker alone serves its liveness and metrics on the same address.
 	if r.api {
-		d.api, err = api.New(api.Config{Registry: reg, Logger: log}, d.svc)
+		d.api, err = api.New(api.Config{Registry: reg, Logger: log, Access: access, RequestRate: cfg.RateRequests}, d.svc)
 		if err != nil {
 			return nil, err
 		}

@@ -7,6 +7,7 @@
 //	prchat migrate   apply the database migrations
 //	prchat ask       ask a question and stream the answer (a client)
 //	prchat review    record a review from your own agent session (a client)
+//	prchat token     make, list and revoke API tokens (on the database)
 //	prchat bench     measure the daemon against the floor its parts allow
 //
 // Every setting is a PRCHAT_* environment variable and a flag; see
@@ -44,6 +45,7 @@ Commands:
   migrate   apply the database migrations
   ask       ask a question about a pull request's review and print the answer
   review    record a review version from an agent session you ran yourself
+  token     make, list and revoke API tokens
   bench     measure intake, overhead, throughput, memory and live events
 
 Run 'prchat <command> --help' for the settings of a command.
@@ -68,6 +70,8 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 		err = runBench(ctx, rest, stdout, stderr)
 	case "review":
 		err = runReview(ctx, rest, getenv, stdout, stderr)
+	case "token":
+		err = runToken(ctx, rest, getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
