@@ -70,8 +70,8 @@ func TestDocumentOfTheProbes(t *testing.T) {
 }
 
 // TestDocumentConventions: every operation has an id and documents its
-// X-Request-Id; the bearer scheme is there for the access work, not yet
-// applied.
+// X-Request-Id; the bearer scheme applies to every route but the probes
+// and the document itself, whose security is empty.
 func TestDocumentConventions(t *testing.T) {
 	t.Parallel()
 	doc := loadDocument(t)
@@ -79,8 +79,8 @@ func TestDocumentConventions(t *testing.T) {
 	if scheme == nil || scheme.Value.Type != "http" || scheme.Value.Scheme != "bearer" {
 		t.Fatalf("components.securitySchemes.bearerAuth = %+v, want an HTTP bearer scheme", scheme)
 	}
-	if len(doc.Security) != 0 {
-		t.Errorf("the document applies security %v to every route", doc.Security)
+	if len(doc.Security) != 1 || doc.Security[0]["bearerAuth"] == nil {
+		t.Errorf("the document's security is %v, want bearerAuth for every route", doc.Security)
 	}
 	ids := map[string]string{}
 	for path, item := range doc.Paths.Map() {
@@ -92,8 +92,19 @@ func TestDocumentConventions(t *testing.T) {
 				t.Errorf("%s and %s share the operationId %s", where, other, op.OperationID)
 			}
 			ids[op.OperationID] = where
-			if op.Security != nil {
-				t.Errorf("%s has security %v", where, *op.Security)
+			open := !strings.HasPrefix(path, "/api/")
+			if open && (op.Security == nil || len(*op.Security) != 0) {
+				t.Errorf("%s needs no token, but its security is not empty", where)
+			}
+			if !open && op.Security != nil {
+				t.Errorf("%s has security %v of its own", where, *op.Security)
+			}
+			if !open {
+				for _, status := range []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusTooManyRequests} {
+					if op.Responses.Status(status) == nil {
+						t.Errorf("%s does not document %d", where, status)
+					}
+				}
 			}
 			for status, resp := range op.Responses.Map() {
 				if resp.Value.Headers["X-Request-Id"] == nil {
@@ -102,6 +113,34 @@ func TestDocumentConventions(t *testing.T) {
 			}
 			if op.RequestBody != nil && strings.HasPrefix(path, "/api/") && op.Responses.Status(http.StatusRequestEntityTooLarge) == nil {
 				t.Errorf("%s takes a body but does not document 413", where)
+			}
+		}
+	}
+}
+
+// TestDocumentScopes: every /api operation names the scope it needs, the
+// same as the server's own table (routeScopes), and whether it needs a
+// token for every repository.
+func TestDocumentScopes(t *testing.T) {
+	t.Parallel()
+	doc := loadDocument(t)
+	for path, item := range doc.Paths.Map() {
+		if !strings.HasPrefix(path, "/api/") {
+			continue
+		}
+		for method, op := range item.Operations() {
+			echoPath := regexp.MustCompile(`\{([A-Za-z0-9_]+)\}`).ReplaceAllString(path, ":$1")
+			want, ok := routeScopes[method+" "+echoPath]
+			if !ok {
+				t.Errorf("%s %s is not in routeScopes", method, path)
+				continue
+			}
+			if got := op.Extensions["x-prchat-scope"]; got != string(want.scope) {
+				t.Errorf("%s %s: x-prchat-scope %v, want %s", method, path, got, want.scope)
+			}
+			all, _ := op.Extensions["x-prchat-all-repositories"].(bool)
+			if all != want.allRepos {
+				t.Errorf("%s %s: x-prchat-all-repositories %v, want %v", method, path, all, want.allRepos)
 			}
 		}
 	}

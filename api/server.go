@@ -149,7 +149,7 @@ func (s *Server) routes() {
 	e.GET("/readyz", s.readyz)
 	e.GET("/openapi.json", s.openAPI)
 
-	v1 := e.Group("/api/v1", s.authorize)
+	v1 := guarded{e.Group("/api/v1"), s.authorize}
 	v1.POST("/repos", s.registerRepository)
 	v1.GET("/repos", s.listRepositories)
 	v1.GET("/repos/:owner/:repo", s.getRepository)
@@ -175,3 +175,16 @@ func (s *Server) routes() {
 	v1.POST("/tokens", s.createToken)
 	v1.DELETE("/tokens/:id", s.revokeToken)
 }
+
+// guarded adds routes to a group with a middleware of their own (not the
+// group's: that would register catch-all routes and turn a 405 into a
+// 404).
+type guarded struct {
+	g  *echo.Group
+	mw echo.MiddlewareFunc
+}
+
+func (g guarded) GET(path string, h echo.HandlerFunc)    { g.g.GET(path, h, g.mw) }
+func (g guarded) POST(path string, h echo.HandlerFunc)   { g.g.POST(path, h, g.mw) }
+func (g guarded) PATCH(path string, h echo.HandlerFunc)  { g.g.PATCH(path, h, g.mw) }
+func (g guarded) DELETE(path string, h echo.HandlerFunc) { g.g.DELETE(path, h, g.mw) }

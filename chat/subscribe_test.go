@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prchat/prchat/agentsession"
 	"github.com/prchat/prchat/agentsession/agentsessiontest"
 	"github.com/prchat/prchat/chat"
 	"github.com/prchat/prchat/store/storetest"
@@ -74,15 +75,19 @@ func setupWait(t *testing.T, follow bool) *waitFixture {
 	events := worker.NewEvents(rdb, worker.EventsConfig{})
 	t.Cleanup(events.Close)
 	f := &waitFixture{store: &countingStore{Store: storetest.New(t)}, follower: &hookedFollower{Follower: events}}
-	deps := chat.Deps{Store: f.store, Queue: queue, Hosts: worker.NewHosts(rdb), Publisher: events}
+	ws, err := agentsession.NewWorkspaces(agentsession.Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps := chat.Deps{Store: f.store, Queue: queue, Hosts: worker.NewHosts(rdb), Publisher: events, Clones: ws}
 	if follow {
 		deps.Follower = f.follower
 	}
-	if f.svc, err = chat.NewService(chat.Config{}, deps); err != nil {
+	if f.svc, err = chat.NewService(chat.Config{AnyPath: true}, deps); err != nil {
 		t.Fatal(err)
 	}
 	deps.Store, deps.Follower = f.store.Store, nil
-	if f.other, err = chat.NewService(chat.Config{}, deps); err != nil {
+	if f.other, err = chat.NewService(chat.Config{AnyPath: true}, deps); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
