@@ -100,6 +100,21 @@ func newServer(cfg Config, svc Service) *Server {
 	return s
 }
 
+// Route is a registered route: its method and path, with echo's :name
+// parameters.
+type Route struct {
+	Method, Path string
+}
+
+// Routes lists the routes the server registered.
+func (s *Server) Routes() []Route {
+	var out []Route
+	for _, r := range s.echo.Routes() {
+		out = append(out, Route{Method: r.Method, Path: r.Path})
+	}
+	return out
+}
+
 // Handler returns the server's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.echo }
 

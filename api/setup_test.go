@@ -57,6 +57,8 @@ type fixture struct {
 	scripted *scripted.Backend
 	repo     agentsessiontest.Repo
 	dataDir  string
+	access   *chat.Access
+	srv      *api.Server
 	url      string
 	c        *client
 
@@ -70,6 +72,10 @@ type options struct {
 	chat chat.Config
 	// envKeys are the providers' keys from the environment, by provider.
 	envKeys map[string]string
+	// access checks API tokens (fixture.access), kept in the store.
+	access bool
+	// now is the service's clock (default the real one).
+	now chat.Clock
 }
 
 const repoName = "acme/widget"
@@ -78,7 +84,7 @@ const repoName = "acme/widget"
 // repository with two commits.
 func setup(t *testing.T, change ...func(*options)) *fixture {
 	t.Helper()
-	o := options{api: api.Config{PingInterval: time.Minute}, chat: chat.Config{WorkerID: "api-test", MaxRepairs: 2}}
+	o := options{api: api.Config{PingInterval: time.Minute}, chat: chat.Config{WorkerID: "api-test", MaxRepairs: 2, AnyPath: true}}
 	for _, f := range change {
 		f(&o)
 	}
@@ -106,19 +112,26 @@ func setup(t *testing.T, change ...func(*options)) *fixture {
 	o.chat.Providers = testProviders(o.envKeys)
 	o.chat.DefaultProvider = "openai"
 	if f.svc, err = chat.NewService(o.chat, chat.Deps{
-		Store: f.store, Queue: queue, Hosts: worker.NewHosts(rdb), Workspaces: ws,
+		Store: f.store, Queue: queue, Hosts: worker.NewHosts(rdb), Workspaces: ws, Clones: ws, Limiter: worker.NewRateLimiter(rdb),
 		Backends: []chat.Backend{f.scripted, local.New(local.Config{})},
 		Masker:   mask.New(ownSecret), Settings: f.store, Sealer: sealer, Histories: f.store,
-		Publisher: events, Follower: events, Logger: testLogger(t),
+		Publisher: events, Follower: events, Logger: testLogger(t), Now: o.now,
 	}); err != nil {
 		t.Fatal(err)
 	}
 	o.api.Registry = prometheus.NewRegistry()
 	o.api.Logger = testLogger(t)
+	if o.access {
+		if f.access, err = chat.NewAccess(chat.AccessConfig{}, f.store); err != nil {
+			t.Fatal(err)
+		}
+		o.api.Access = f.access
+	}
 	srv, err := api.New(o.api, f.svc)
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.srv = srv
 	f.url = serve(t, srv)
 	f.c = newClient(t, f.url)
 

@@ -1,0 +1,432 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/prchat/prchat/agentsession/agentsessiontest"
+	"github.com/prchat/prchat/chat"
+)
+
+// tokens are the tokens of an access fixture, by what they are.
+type tokens struct {
+	admin, read, ask, revoked, unknown string
+	// widget may only see repoName; other only acme/other.
+	widget, other string
+	otherID       string
+}
+
+func (f *fixture) token(name string, scope chat.Scope, repos ...string) (string, string) {
+	f.t.Helper()
+	t, value, err := f.access.CreateToken(context.Background(), name, scope, repos)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return value, t.ID
+}
+
+func (f *fixture) makeTokens() tokens {
+	f.t.Helper()
+	var ts tokens
+	ts.admin, _ = f.token("admin", chat.ScopeAdmin)
+	ts.read, _ = f.token("reader", chat.ScopeRead)
+	ts.ask, _ = f.token("asker", chat.ScopeAsk)
+	ts.widget, _ = f.token("widget admin", chat.ScopeAdmin, repoName)
+	ts.other, ts.otherID = f.token("other admin", chat.ScopeAdmin, "acme/other")
+	var id string
+	ts.revoked, id = f.token("gone", chat.ScopeAdmin)
+	if _, err := f.access.RevokeToken(context.Background(), id); err != nil {
+		f.t.Fatal(err)
+	}
+	ts.unknown = "prc_" + strings.Repeat("Z", 43)
+	return ts
+}
+
+// as sends a request with a bearer token ("" for none).
+func (f *fixture) as(t *testing.T, token, method, path string, body any) response {
+	t.Helper()
+	if token == "" {
+		return f.c.send(t, method, path, body)
+	}
+	return f.c.send(t, method, path, body, "Authorization", "Bearer "+token)
+}
+
+// counts are the rows of every table a request could write, and the
+// states of the turns, so that a test sees that refused requests changed
+// nothing.
+func (f *fixture) counts() map[string]int64 {
+	f.t.Helper()
+	out := map[string]int64{}
+	for _, q := range []string{
+		"SELECT count(*) FROM repositories", "SELECT count(*) FROM reviews", "SELECT count(*) FROM conversations",
+		"SELECT count(*) FROM turns", "SELECT count(*) FROM turn_events", "SELECT count(*) FROM api_tokens",
+		"SELECT count(*) FROM api_tokens WHERE revoked_at IS NOT NULL", "SELECT count(*) FROM provider_keys",
+		"SELECT count(*) FROM settings", "SELECT count(*) FROM turns WHERE state = 'cancelled'",
+	} {
+		var n int64
+		if err := f.store.DB().Raw(q).Scan(&n).Error; err != nil {
+			f.t.Fatalf("%s: %v", q, err)
+		}
+		out[q] = n
+	}
+	return out
+}
+
+var echoParamRE = regexp.MustCompile(`:([A-Za-z0-9_]+)`)
+
+// TestEveryRouteRefusesWithoutTheRightToken reads the /api routes from the
+// server (so that a new route cannot be left out) and sends each with no
+// token, an unknown, a revoked and a wrong-scope token, and a token for
+// another repository. Each is refused with 401, 403 or 404 as the contract
+// says, and nothing is created, changed or deleted.
+func TestEveryRouteRefusesWithoutTheRightToken(t *testing.T) {
+	t.Parallel()
+	f := setup(t, func(o *options) { o.access = true })
+	other := agentsessiontest.NewRepo(t, map[string]string{"x.go": "package x\n"})
+	f.do("POST", "/api/v1/repos", map[string]any{"name": "acme/other", "clone_path": other.Dir}, http.StatusCreated, nil)
+	v := f.review("local", nil)
+	conv := f.ask(v, "Is Load safe?")
+	f.settle(conv, 1)
+	ts := f.makeTokens()
+
+	params := map[string]string{"owner": "acme", "repo": "widget", "pr": "7", "version": "1", "n": "1"}
+	bodies := map[string]any{
+		"POST /api/v1/repos": map[string]any{"name": "acme/new", "clone_path": f.repo.Dir},
+		"POST /api/v1/repos/:owner/:repo/pulls/:pr/reviews":                       map[string]any{"head_sha": f.repo.Head(), "markdown": "again"},
+		"POST /api/v1/repos/:owner/:repo/pulls/:pr/reviews/:version/conversations": map[string]any{"question": "Why?"},
+		"POST /api/v1/conversations/:id/turns":                                     map[string]any{"question": "And then?"},
+		"POST /api/v1/conversations/:id/turns/:n/cancel":                           nil,
+		"PATCH /api/v1/providers/active":                                           map[string]any{"provider": "ollama"},
+		"POST /api/v1/providers/:id/key":                                           map[string]any{"key": "sk-test-0123456789abcdef"},
+		"POST /api/v1/tokens":                                                      map[string]any{"name": "more", "scope": "admin"},
+	}
+	before := f.counts()
+	var routes int
+	for _, r := range f.srv.Routes() {
+		if !strings.HasPrefix(r.Path, "/api/") {
+			continue
+		}
+		routes++
+		key := r.Method + " " + r.Path
+		path := echoParamRE.ReplaceAllStringFunc(r.Path, func(m string) string {
+			name := m[1:]
+			if name == "id" {
+				switch {
+				case strings.HasPrefix(r.Path, "/api/v1/conversations/"):
+					return conv
+				case strings.HasPrefix(r.Path, "/api/v1/providers/"):
+					return "openai"
+				case strings.HasPrefix(r.Path, "/api/v1/tokens/"):
+					return ts.otherID
+				}
+			}
+			v, ok := params[name]
+			if !ok {
+				t.Fatalf("route %s has a parameter :%s this test does not know", key, name)
+			}
+			return v
+		})
+		body, ok := bodies[key]
+		if (r.Method == "POST" || r.Method == "PATCH") && !ok {
+			t.Fatalf("route %s takes a body this test does not know: add one", key)
+		}
+		op := f.c.doc.Paths.Find(echoParamRE.ReplaceAllString(r.Path, "{$1}"))
+		if op == nil || op.GetOperation(r.Method) == nil {
+			t.Fatalf("route %s is not in openapi.json", key)
+		}
+		ext := op.GetOperation(r.Method).Extensions
+		need, _ := ext["x-prchat-scope"].(string)
+		allRepos, _ := ext["x-prchat-all-repositories"].(bool)
+
+		type attempt struct {
+			who, token string
+			status     int
+			code       string
+		}
+		attempts := []attempt{
+			{"no token", "", 401, "unauthorized"},
+			{"unknown token", ts.unknown, 401, "unauthorized"},
+			{"revoked token", ts.revoked, 401, "unauthorized"},
+			{"not a prchat token", "sk-not-ours", 401, "unauthorized"},
+		}
+		switch need {
+		case "ask":
+			attempts = append(attempts, attempt{"read token", ts.read, 403, "forbidden"})
+		case "admin":
+			attempts = append(attempts, attempt{"ask token", ts.ask, 403, "forbidden"}, attempt{"read token", ts.read, 403, "forbidden"})
+		}
+		switch {
+		case allRepos || key == "POST /api/v1/repos":
+			attempts = append(attempts, attempt{"token of another repository", ts.other, 403, "forbidden"})
+		case key == "GET /api/v1/repos":
+			// answered, without the repository: checked below
+		case strings.Contains(r.Path, ":owner"):
+			attempts = append(attempts, attempt{"token of another repository", ts.other, 404, "repository_not_found"})
+		default:
+			attempts = append(attempts, attempt{"token of another repository", ts.other, 404, "not_found"})
+		}
+		for _, a := range attempts {
+			got := f.as(t, a.token, r.Method, path, body)
+			if got.status != a.status || !strings.Contains(string(got.body), `"code":"`+a.code+`"`) {
+				t.Errorf("%s %s with %s = %d %s, want %d %s", r.Method, path, a.who, got.status, got.body, a.status, a.code)
+			}
+			if a.status == 401 && got.header.Get("WWW-Authenticate") == "" {
+				t.Errorf("%s %s with %s: 401 without WWW-Authenticate", r.Method, path, a.who)
+			}
+		}
+	}
+	if routes < 20 {
+		t.Fatalf("the server lists %d /api routes; the route list is not read right", routes)
+	}
+	if diff := cmp.Diff(before, f.counts()); diff != "" {
+		t.Errorf("refused requests changed the database (-before +after):\n%s", diff)
+	}
+
+	// A token limited to repositories lists only those; the probes need no
+	// token at all.
+	var list struct{ Repositories []struct{ Name string } }
+	if err := json.Unmarshal(f.as(t, ts.other, "GET", "/api/v1/repos", nil).body, &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Repositories) != 1 || list.Repositories[0].Name != "acme/other" {
+		t.Errorf("a token of acme/other lists %+v", list.Repositories)
+	}
+	for _, p := range []string{"/healthz", "/readyz", "/metrics", "/openapi.json"} {
+		if r := f.c.send(t, "GET", p, nil); r.status != 200 {
+			t.Errorf("GET %s without a token = %d", p, r.status)
+		}
+	}
+}
+
+// TestScopesAndRepositoriesAllow: each scope can do what it covers, a
+// token of one repository works on it, and the token routes work.
+func TestScopesAndRepositoriesAllow(t *testing.T) {
+	t.Parallel()
+	f := setup(t, func(o *options) { o.access = true })
+	v := f.review("local", nil)
+	conv := f.ask(v, "Is Load safe?")
+	f.settle(conv, 1)
+	ts := f.makeTokens()
+
+	pr := "/api/v1/repos/" + repoName + "/pulls/7"
+	for _, c := range []struct {
+		token, method, path string
+		body                any
+		status              int
+	}{
+		{ts.read, "GET", "/api/v1/repos/" + repoName, nil, 200},
+		{ts.read, "GET", "/api/v1/conversations/" + conv, nil, 200},
+		{ts.read, "GET", "/api/v1/conversations/" + conv + "/turns/1", nil, 200},
+		{ts.read, "GET", "/api/v1/conversations/" + conv + "/turns/1/transcript", nil, 200},
+		{ts.ask, "POST", "/api/v1/conversations/" + conv + "/turns", map[string]any{"question": "Next?"}, 202},
+		{ts.ask, "POST", "/api/v1/conversations/" + conv + "/turns/2/cancel", nil, 202},
+		{ts.widget, "GET", pr + "/conversations", nil, 200},
+		{ts.widget, "POST", pr + "/reviews", map[string]any{"head_sha": f.repo.Head(), "markdown": "v2"}, 201},
+		{ts.widget, "POST", "/api/v1/repos", map[string]any{"name": repoName, "clone_path": f.repo.Dir}, 200},
+		{ts.admin, "GET", "/api/v1/tokens", nil, 200},
+		{ts.admin, "PATCH", "/api/v1/providers/active", map[string]any{"provider": "ollama"}, 200},
+	} {
+		if got := f.as(t, c.token, c.method, c.path, c.body); got.status != c.status {
+			t.Errorf("%s %s = %d %s, want %d", c.method, c.path, got.status, got.body, c.status)
+		}
+	}
+
+	// Tokens through the API: made (value shown once), listed, revoked.
+	var made struct {
+		ID    string
+		Token string
+		Scope string
+	}
+	if err := json.Unmarshal(f.as(t, ts.admin, "POST", "/api/v1/tokens", map[string]any{"name": "ci", "scope": "read", "repos": []string{repoName}}).body, &made); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(made.Token, "prc_") || made.Scope != "read" {
+		t.Fatalf("made token = %+v", made)
+	}
+	if r := f.as(t, made.Token, "GET", "/api/v1/repos/"+repoName, nil); r.status != 200 {
+		t.Errorf("the new token: %d %s", r.status, r.body)
+	}
+	list := f.as(t, ts.admin, "GET", "/api/v1/tokens", nil)
+	if strings.Contains(string(list.body), made.Token) || strings.Contains(string(list.body), ts.admin) {
+		t.Error("the token list shows token values")
+	}
+	if r := f.as(t, ts.admin, "DELETE", "/api/v1/tokens/"+made.ID, nil); r.status != 204 {
+		t.Errorf("revoke: %d %s", r.status, r.body)
+	}
+	if r := f.as(t, made.Token, "GET", "/api/v1/repos/"+repoName, nil); r.status != 401 {
+		t.Errorf("a revoked token: %d, want 401", r.status)
+	}
+	if r := f.as(t, ts.admin, "DELETE", "/api/v1/tokens/00000000-0000-0000-0000-000000000000", nil); r.status != 404 {
+		t.Errorf("revoke an unknown token: %d, want 404", r.status)
+	}
+	if r := f.as(t, ts.admin, "DELETE", "/api/v1/conversations/"+conv, nil); r.status != 204 {
+		t.Errorf("delete: %d %s", r.status, r.body)
+	}
+}
+
+// fakeClock is a clock that moves only when told.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// TestRateLimits drives the per-token request limit (in the process) and
+// the per-repository question limit (in Redis) with a fake clock: over the
+// limit a request is 429 rate_limited with Retry-After and creates
+// nothing; once the clock moves on it passes.
+func TestRateLimits(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{now: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)}
+	f := setup(t, func(o *options) {
+		o.access = true
+		o.api.RequestRate = chat.Rate{Count: 3, Per: time.Second}
+		o.api.Now = clock.Now
+		o.chat.QuestionsPerRepo = chat.Rate{Count: 1, Per: time.Minute}
+		o.now = clock.Now
+	})
+	v := f.review("local", nil)
+	ts := f.makeTokens()
+	path := "/api/v1/repos/" + repoName
+	for i := range 3 {
+		if r := f.as(t, ts.read, "GET", path, nil); r.status != 200 {
+			t.Fatalf("request %d: %d %s", i+1, r.status, r.body)
+		}
+	}
+	r := f.as(t, ts.read, "GET", path, nil)
+	if r.status != 429 || !strings.Contains(string(r.body), `"code":"rate_limited"`) || r.header.Get("Retry-After") != "1" {
+		t.Fatalf("4th request in a second = %d %s (Retry-After %q), want 429 rate_limited, Retry-After 1", r.status, r.body, r.header.Get("Retry-After"))
+	}
+	if r := f.as(t, ts.admin, "GET", path, nil); r.status != 200 {
+		t.Errorf("another token is limited too: %d", r.status)
+	}
+	clock.Add(time.Second / 3)
+	if r := f.as(t, ts.read, "GET", path, nil); r.status != 200 {
+		t.Errorf("a third of a second later: %d, want 200", r.status)
+	}
+
+	ask := fmt.Sprintf("/api/v1/repos/%s/pulls/7/reviews/%d/conversations", repoName, v)
+	if r := f.as(t, ts.ask, "POST", ask, map[string]any{"question": "First?"}); r.status != 202 {
+		t.Fatalf("first question: %d %s", r.status, r.body)
+	}
+	before := f.counts()
+	r = f.as(t, ts.admin, "POST", ask, map[string]any{"question": "Second?"})
+	if r.status != 429 || !strings.Contains(string(r.body), "questions about "+repoName) || r.header.Get("Retry-After") != "60" {
+		t.Fatalf("second question in a minute (another token) = %d %s (Retry-After %q), want 429 with Retry-After 60", r.status, r.body, r.header.Get("Retry-After"))
+	}
+	if diff := cmp.Diff(before, f.counts()); diff != "" {
+		t.Errorf("the refused question changed the database:\n%s", diff)
+	}
+	clock.Add(time.Minute)
+	if r := f.as(t, ts.admin, "POST", ask, map[string]any{"question": "Second?"}); r.status != 202 {
+		t.Errorf("a minute later: %d %s", r.status, r.body)
+	}
+}
+
+// TestOpenUntilATokenExists: with no token every route is open; the
+// first token (made on the store, as prchat token create does) is
+// enforced from the next second on.
+func TestOpenUntilATokenExists(t *testing.T) {
+	t.Parallel()
+	f := setup(t, func(o *options) { o.access = true })
+	f.do("GET", "/api/v1/repos", nil, 200, nil)
+	cli, err := chat.NewAccess(chat.AccessConfig{}, f.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := cli.CreateToken(context.Background(), "first", chat.ScopeAdmin, nil); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for f.c.send(t, "GET", "/api/v1/repos", nil).status != 401 {
+		if time.Now().After(deadline) {
+			t.Fatal("a token made by another process is not enforced after 3s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestRegistrationChecks: clone paths must be git repositories under the
+// roots, clone URLs must reach another host.
+func TestRegistrationChecks(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	inside := agentsessiontest.NewRepo(t, map[string]string{"a.go": "package a\n"})
+	// Put a repository under the root, a plain folder and a link out.
+	dst := filepath.Join(root, "good")
+	if err := os.Rename(inside.Dir, dst); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(root, "plain"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	outside, err := os.MkdirTemp("", "prchat-outside-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(outside) })
+	if err := os.Symlink(outside, filepath.Join(root, "link")); err != nil {
+		t.Fatal(err)
+	}
+	f := setup(t, func(o *options) { o.chat.AnyPath = false; o.chat.ReposRoots = []string{root, f0Dir(t)} })
+	for _, c := range []struct {
+		name   string
+		body   map[string]any
+		status int
+		msg    string
+	}{
+		{"git repository under the root", map[string]any{"clone_path": dst}, 201, ""},
+		{"relative path", map[string]any{"clone_path": "../.."}, 400, "absolute"},
+		{"outside the roots", map[string]any{"clone_path": "/etc"}, 400, "not under a repository root"},
+		{"a link out of the root", map[string]any{"clone_path": filepath.Join(root, "link")}, 400, "not under a repository root"},
+		{"not a git repository", map[string]any{"clone_path": filepath.Join(root, "plain")}, 400, "not a git repository"},
+		{"missing", map[string]any{"clone_path": filepath.Join(root, "nope")}, 400, "does not exist"},
+		{"file URL", map[string]any{"clone_url": "file:///etc"}, 400, "PRCHAT_ALLOW_FILE_URLS"},
+		{"local path URL", map[string]any{"clone_url": "/srv/git/x.git"}, 400, "PRCHAT_ALLOW_FILE_URLS"},
+		{"ext transport", map[string]any{"clone_url": "ext::sh -c touch% /tmp/pwned"}, 400, "clone_url"},
+		{"option", map[string]any{"clone_url": "--upload-pack=touch /tmp/x"}, 400, "clone_url"},
+		{"plain http", map[string]any{"clone_url": "http://example.com/x.git"}, 400, "PRCHAT_ALLOW_FILE_URLS"},
+		{"https", map[string]any{"clone_url": "https://example.com/acme/x.git"}, 201, ""},
+		{"ssh", map[string]any{"clone_url": "ssh://git@example.com/acme/x.git"}, 201, ""},
+		{"scp-like", map[string]any{"clone_url": "git@example.com:acme/x.git"}, 201, ""},
+	} {
+		c.body["name"] = "acme/" + strings.ReplaceAll(c.name, " ", "-")
+		r := f.c.send(t, "POST", "/api/v1/repos", c.body)
+		if r.status != c.status || !strings.Contains(string(r.body), c.msg) {
+			t.Errorf("%s: %d %s, want %d with %q", c.name, r.status, r.body, c.status, c.msg)
+		}
+		// Errors echo the path the client gave, never what it resolves to
+		// on the server.
+		if strings.Contains(string(r.body), outside) {
+			t.Errorf("%s: the error names where the link leads: %s", c.name, r.body)
+		}
+	}
+}
+
+// f0Dir is the parent of the test's temporary folders, a root that holds
+// the fixture's own repository, so that setup can register it.
+func f0Dir(t *testing.T) string {
+	return filepath.Dir(t.TempDir())
+}
