@@ -430,3 +430,156 @@ func TestRegistrationChecks(t *testing.T) {
 func f0Dir(t *testing.T) string {
 	return filepath.Dir(t.TempDir())
 }
+
+// TestReviewChecks: a review's commits must be in the clone (422 naming
+// the commit), an abbreviated one is stored in full, and session ids must
+// have their backend's form.
+func TestReviewChecks(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	pr := "/api/v1/repos/" + repoName + "/pulls/7/reviews"
+	missing := strings.Repeat("ab", 20)
+	before := f.counts()
+	for _, c := range []struct {
+		name   string
+		body   map[string]any
+		status int
+		msg    string
+	}{
+		{"head not in the clone", map[string]any{"head_sha": missing}, 422, "head_sha " + missing + " is not a commit of " + repoName},
+		{"base not in the clone", map[string]any{"head_sha": f.repo.Head(), "base_sha": "deadbeef"}, 422, "base_sha deadbeef is not a commit"},
+		{"claude session not a uuid", map[string]any{"head_sha": f.repo.Head(), "backend": "claude-code", "session_id": "../../etc"}, 400, "session_id"},
+		{"codex session not a uuid", map[string]any{"head_sha": f.repo.Head(), "backend": "codex", "session_id": "latest"}, 400, "session_id"},
+		{"relative run dir", map[string]any{"head_sha": f.repo.Head(), "run_dir": "runs/x"}, 400, "run_dir must be an absolute path"},
+	} {
+		r := f.c.send(t, "POST", pr, c.body)
+		if r.status != c.status || !strings.Contains(string(r.body), c.msg) {
+			t.Errorf("%s: %d %s, want %d with %q", c.name, r.status, r.body, c.status, c.msg)
+		}
+		if strings.Contains(string(r.body), f.repo.Dir) || strings.Contains(string(r.body), f.dataDir) || strings.Contains(string(r.body), "git ") {
+			t.Errorf("%s: the error shows a server path or a git command: %s", c.name, r.body)
+		}
+	}
+	if diff := cmp.Diff(before, f.counts()); diff != "" {
+		t.Errorf("refused reviews changed the database:\n%s", diff)
+	}
+	var r struct {
+		HeadSHA string `json:"head_sha"`
+		BaseSHA string `json:"base_sha"`
+	}
+	f.do("POST", pr, map[string]any{"head_sha": f.repo.Head()[:10], "base_sha": f.repo.Commits[0][:8], "backend": "claude-code",
+		"session_id": "0b7c6a3e-7a8f-4c1e-9a3e-2f1d5c9b8a71", "run_dir": f.repo.Dir}, http.StatusCreated, &r)
+	if r.HeadSHA != f.repo.Head() || r.BaseSHA != f.repo.Commits[0] {
+		t.Errorf("stored commits %s, %s; want the full ids", r.HeadSHA, r.BaseSHA)
+	}
+}
+
+// TestRunDirUnderTheRoots: with roots configured, a review's run
+// directory must lie under one.
+func TestRunDirUnderTheRoots(t *testing.T) {
+	t.Parallel()
+	f := setup(t, func(o *options) { o.chat.AnyPath = false; o.chat.ReposRoots = []string{f0Dir(t)} })
+	pr := "/api/v1/repos/" + repoName + "/pulls/7/reviews"
+	for _, dir := range []string{"/etc", "/var/lib/elsewhere/run"} {
+		if r := f.c.send(t, "POST", pr, map[string]any{"head_sha": f.repo.Head(), "run_dir": dir}); r.status != 400 || !strings.Contains(string(r.body), "not under a repository root") {
+			t.Errorf("run_dir %s: %d %s, want 400", dir, r.status, r.body)
+		}
+	}
+	f.do("POST", pr, map[string]any{"head_sha": f.repo.Head(), "run_dir": f.repo.Dir}, http.StatusCreated, nil)
+}
+
+// TestNULIsRefused: a NUL byte in any string of a body, in the path or in
+// the query is 400 invalid and stores nothing, on either store.
+func TestNULIsRefused(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	v := f.review("local", nil)
+	conv := f.ask(v, "Is Load safe?")
+	f.settle(conv, 1)
+	pr := "/api/v1/repos/" + repoName + "/pulls/7"
+	before := f.counts()
+	for _, c := range []struct {
+		method, path string
+		body         any
+	}{
+		{"POST", pr + "/reviews/1/conversations", `{"question":"why\u0000?"}`},
+		{"POST", "/api/v1/conversations/" + conv + "/turns", `{"question":"ok","focus":{"kind":"stop","anchors":[{"path":"a\u0000.go"}]}}`},
+		{"POST", pr + "/reviews", `{"head_sha":"` + f.repo.Head() + `","markdown":"x\u0000y"}`},
+		{"POST", pr + "/reviews", `{"head_sha":"` + f.repo.Head() + `","model":"\u0000"}`},
+		{"POST", "/api/v1/repos", `{"name":"acme/nul","clone_url":"https://example.com/\u0000"}`},
+		{"POST", "/api/v1/repos", `{"name":"acme/nul\u0000"}`},
+		{"GET", "/api/v1/conversations/%00", nil},
+		{"GET", "/api/v1/conversations/" + conv + "/turns/1?wait=1%00", nil},
+	} {
+		r := f.c.send(t, c.method, c.path, c.body)
+		if r.status != 400 || !strings.Contains(string(r.body), `"code":"invalid"`) {
+			t.Errorf("%s %s %v: %d %s, want 400 invalid", c.method, c.path, c.body, r.status, r.body)
+		}
+	}
+	if diff := cmp.Diff(before, f.counts()); diff != "" {
+		t.Errorf("requests with NUL changed the database:\n%s", diff)
+	}
+	// An escaped backslash before u0000 is text, not a NUL.
+	f.do("POST", pr+"/reviews/1/conversations", `{"question":"what does \\u0000 mean?"}`, http.StatusAccepted, nil)
+}
+
+// TestConversationsNeverWriteIntoTheClone: a conversation's run directory
+// is a worktree of prchat's own repository under the data folder; the
+// registered clone's worktree list stays as it was, also after the
+// conversation is deleted.
+func TestConversationsNeverWriteIntoTheClone(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	list := func() string { return agentsessiontest.Git(t, f.repo.Dir, "worktree", "list", "--porcelain") }
+	before := list()
+	v := f.review("local", nil)
+	var convs []string
+	for _, q := range []string{"Is Load safe?", "Where is errEmptyPath?"} {
+		conv := f.ask(v, q)
+		if got := f.settle(conv, 1); got.State != "succeeded" {
+			t.Fatalf("turn = %+v", got)
+		}
+		convs = append(convs, conv)
+	}
+	if after := list(); after != before {
+		t.Errorf("the clone's worktree list changed:\n%s\nwas\n%s", after, before)
+	}
+	runs, _ := filepath.Glob(filepath.Join(f.dataDir, "runs", "*"))
+	if len(runs) != 2 {
+		t.Fatalf("run directories = %v, want 2", runs)
+	}
+	common := agentsessiontest.Git(t, runs[0], "rev-parse", "--path-format=absolute", "--git-common-dir")
+	if !strings.HasPrefix(common, f.dataDir) {
+		t.Errorf("the run directory belongs to %s, not to prchat's data folder", common)
+	}
+	for _, c := range convs {
+		f.do("DELETE", "/api/v1/conversations/"+c, nil, http.StatusNoContent, nil)
+	}
+	if after := list(); after != before {
+		t.Errorf("after deleting, the clone's worktree list is\n%s\nwas\n%s", after, before)
+	}
+}
+
+// TestFailureNotesShowNoServerPaths: a turn that fails for want of its
+// commit says so without a path of the server or a git command line.
+func TestFailureNotesShowNoServerPaths(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	v := f.review("local", nil)
+	// The repository moves to a clone that lacks the review's head.
+	other := agentsessiontest.NewRepo(t, map[string]string{"x.go": "package x\n"})
+	f.do("POST", "/api/v1/repos", map[string]any{"name": repoName, "clone_path": other.Dir}, http.StatusOK, nil)
+	conv := f.ask(v, "Is Load safe?")
+	got := f.settle(conv, 1)
+	if got.State != "failed" || got.Reason != "needs_clone" {
+		t.Fatalf("turn = %+v, want failed needs_clone", got)
+	}
+	for _, leak := range []string{other.Dir, f.repo.Dir, f.dataDir, "git ", "rev-parse"} {
+		if strings.Contains(got.Note, leak) {
+			t.Errorf("the note %q shows %q", got.Note, leak)
+		}
+	}
+	if !strings.Contains(got.Note, "is not in the clone of "+repoName) {
+		t.Errorf("note = %q, want it to say the commit is not in the clone", got.Note)
+	}
+}
