@@ -103,7 +103,7 @@ func TestEveryRouteRefusesWithoutTheRightToken(t *testing.T) {
 	params := map[string]string{"owner": "acme", "repo": "widget", "pr": "7", "version": "1", "n": "1"}
 	bodies := map[string]any{
 		"POST /api/v1/repos": map[string]any{"name": "acme/new", "clone_path": f.repo.Dir},
-		"POST /api/v1/repos/:owner/:repo/pulls/:pr/reviews":                       map[string]any{"head_sha": f.repo.Head(), "markdown": "again"},
+		"POST /api/v1/repos/:owner/:repo/pulls/:pr/reviews":                        map[string]any{"head_sha": f.repo.Head(), "markdown": "again"},
 		"POST /api/v1/repos/:owner/:repo/pulls/:pr/reviews/:version/conversations": map[string]any{"question": "Why?"},
 		"POST /api/v1/conversations/:id/turns":                                     map[string]any{"question": "And then?"},
 		"POST /api/v1/conversations/:id/turns/:n/cancel":                           nil,
