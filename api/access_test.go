@@ -1,9 +1,11 @@
 package api_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -581,5 +583,80 @@ func TestFailureNotesShowNoServerPaths(t *testing.T) {
 	}
 	if !strings.Contains(got.Note, "is not in the clone of "+repoName) {
 		t.Errorf("note = %q, want it to say the commit is not in the clone", got.Note)
+	}
+}
+
+// syncBuffer is a buffer that a logger and a test share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestAdminActionsAreAudited: every admin action is logged with the
+// token's name and id, never the token's value or a key's.
+func TestAdminActionsAreAudited(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	f := setup(t, func(o *options) {
+		o.access = true
+		o.api.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+	})
+	v := f.review("local", nil)
+	conv := f.ask(v, "Is Load safe?")
+	f.settle(conv, 1)
+	value, id := f.token("release admin", chat.ScopeAdmin)
+	const key = "sk-test-secretkey-0123456789"
+	for _, c := range []struct {
+		method, path string
+		body         any
+		status       int
+	}{
+		{"POST", "/api/v1/repos", map[string]any{"name": "acme/more", "clone_url": "https://example.com/acme/more.git"}, 201},
+		{"PATCH", "/api/v1/providers/active", map[string]any{"provider": "ollama"}, 200},
+		{"POST", "/api/v1/providers/openai/key", map[string]any{"key": key}, 204},
+		{"POST", "/api/v1/tokens", map[string]any{"name": "bot", "scope": "read"}, 201},
+		{"DELETE", "/api/v1/conversations/" + conv, nil, 204},
+	} {
+		if r := f.as(t, value, c.method, c.path, c.body); r.status != c.status {
+			t.Fatalf("%s %s = %d %s", c.method, c.path, r.status, r.body)
+		}
+	}
+	var audits []map[string]any
+	for _, line := range strings.Split(logs.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) != nil || m["msg"] != "audit" {
+			continue
+		}
+		if m["token_id"] == "" {
+			// setup's own registration, while no token existed
+			if m["token_name"] != "(open: no token exists)" {
+				t.Errorf("an open admin action is logged as %v", m)
+			}
+			continue
+		}
+		audits = append(audits, m)
+	}
+	if len(audits) != 5 {
+		t.Fatalf("audit lines = %d, want 5:\n%s", len(audits), logs.String())
+	}
+	for _, a := range audits {
+		if a["token_id"] != id || a["token_name"] != "release admin" || a["route"] == "" || a["status"] == nil {
+			t.Errorf("audit line %v lacks the token's name, id, route or status", a)
+		}
+	}
+	if out := logs.String(); strings.Contains(out, value) || strings.Contains(out, key) {
+		t.Error("the log holds a token's value or a provider key")
 	}
 }

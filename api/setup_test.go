@@ -120,7 +120,9 @@ func setup(t *testing.T, change ...func(*options)) *fixture {
 		t.Fatal(err)
 	}
 	o.api.Registry = prometheus.NewRegistry()
-	o.api.Logger = testLogger(t)
+	if o.api.Logger == nil {
+		o.api.Logger = testLogger(t)
+	}
 	if o.access {
 		if f.access, err = chat.NewAccess(chat.AccessConfig{}, f.store); err != nil {
 			t.Fatal(err)
