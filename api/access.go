@@ -76,14 +76,6 @@ func accessOf(method, path string) routeAccess {
 	return routeAccess{scope: chat.ScopeAdmin, allRepos: true}
 }
 
-const tokenKey = "token"
-
-// tokenOf returns the token a request came with.
-func tokenOf(c echo.Context) (chat.Token, bool) {
-	t, ok := c.Get(tokenKey).(chat.Token)
-	return t, ok
-}
-
 // authorize guards the /api routes: it refuses strings with NUL bytes in
 // the path and query, checks the bearer token once any token exists (401
 // without a valid one, 403 without the route's scope), applies the
@@ -132,7 +124,6 @@ func (s *Server) authorize(next echo.HandlerFunc) echo.HandlerFunc {
 			if wait := s.limits.take(tok.ID, s.now()); wait > 0 {
 				return chat.RateLimited("requests with this token", wait)
 			}
-			c.Set(tokenKey, tok)
 			c.SetRequest(r.WithContext(chat.WithToken(ctx, tok)))
 		}
 		err = next(c)
