@@ -5,6 +5,14 @@
 // NewProbe serves the probes alone (/healthz, /metrics) for a process
 // without the API.
 //
+// Access: every /api route passes authorize (access.go). Once any API
+// token exists a request needs Authorization: Bearer <token> (401
+// unauthorized), a token of the route's scope (routeScopes; 403
+// forbidden), and is held to the per-token request rate (429 rate_limited
+// with Retry-After). The token travels to the service in the request's
+// context, which shows a token limited to repositories only those. Admin
+// requests are logged as "audit" with the token's name and id.
+//
 // Lists are returned as objects ({"repositories": [...]}) so that fields can
 // be added later. A review version in a path may be a number or "latest".
 // A wrong method on a known path is 405 with an Allow header and a body

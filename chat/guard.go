@@ -173,9 +173,8 @@ func (s *Service) allowedPath(path, field string) (string, error) {
 	return "", Errorf(CodeInvalid, "%s %s is not under a repository root of this server (PRCHAT_REPOS_ROOTS)", field, path)
 }
 
-// scpURL is git's scp-like syntax: [user@]host:path, the host without a
-// slash or colon before the first colon.
-var scpURL = regexp.MustCompile(`^(?:[A-Za-z0-9._~-]+@)?[A-Za-z0-9.-]+:[^/\\].*$|^(?:[A-Za-z0-9._~-]+@)?[A-Za-z0-9.-]+:/.+$`)
+// scpURL is git's scp-like syntax: [user@]host:path.
+var scpURL = regexp.MustCompile(`^(?:[A-Za-z0-9._~-]+@)?[A-Za-z0-9.-]+:.+$`)
 
 // CheckCloneURL checks that a clone URL uses a transport that reaches
 // another host: https://, ssh:// or scp-like user@host:path. Any other
