@@ -37,8 +37,15 @@
 //     every status it can answer (2xx and the errors; point to
 //     components.responses for the error ones, which carry X-Request-Id),
 //     its request body and response schemas under components.schemas. A
-//     route that takes a body lists 413. Routes that need a token add
-//     "security": [{"bearerAuth": [...]}].
+//     route that takes a body lists 413. Every /api route needs a token
+//     (the document's top-level security, bearerAuth): it lists 400, 401,
+//     403 and 429 and names its scope in x-prchat-scope (and
+//     x-prchat-all-repositories for a route not about one repository);
+//     routes that need none say "security": [].
+//  2a. Give an /api route its scope in routeScopes (access.go); a route
+//     missing there needs an admin token for every repository, and
+//     TestDocumentScopes and TestEveryRouteRefusesWithoutTheRightToken
+//     fail until the two agree and the latter knows its body.
 //  3. Test it in this package with the fixture of setup_test.go (f.do,
 //     f.c.send, f.golden): the test client then checks its answers against
 //     the document, and go test ./api -update writes its golden files
