@@ -42,11 +42,11 @@
 //     403 and 429 and names its scope in x-prchat-scope (and
 //     x-prchat-all-repositories for a route not about one repository);
 //     routes that need none say "security": [].
-//  2a. Give an /api route its scope in routeScopes (access.go); a route
+//  3. Give an /api route its scope in routeScopes (access.go); a route
 //     missing there needs an admin token for every repository, and
 //     TestDocumentScopes and TestEveryRouteRefusesWithoutTheRightToken
 //     fail until the two agree and the latter knows its body.
-//  3. Test it in this package with the fixture of setup_test.go (f.do,
+//  4. Test it in this package with the fixture of setup_test.go (f.do,
 //     f.c.send, f.golden): the test client then checks its answers against
 //     the document, and go test ./api -update writes its golden files
 //     under testdata/.
