@@ -100,6 +100,8 @@ type Deps struct {
 	Sealer   *Sealer
 	// Histories stores the histories of recorded reviews' sessions.
 	Histories HistoryStore
+	// Reports, if set, answers the dashboard's lists and the team figures.
+	Reports ReportStore
 	// Observer, if set, is told about every finished run (metrics).
 	Observer Observer
 	// Clones checks clone paths and review commits when they are
@@ -132,6 +134,7 @@ type Service struct {
 	settings   SettingsStore
 	sealer     *Sealer
 	histories  HistoryStore
+	reports    ReportStore
 	observer   Observer
 	clones     Clones
 	limiter    RateLimiter
@@ -164,6 +167,7 @@ func NewService(cfg Config, d Deps) (*Service, error) {
 		settings:   d.Settings,
 		sealer:     d.Sealer,
 		histories:  d.Histories,
+		reports:    d.Reports,
 		observer:   d.Observer,
 		clones:     d.Clones,
 		limiter:    d.Limiter,
