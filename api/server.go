@@ -28,6 +28,9 @@ type Config struct {
 	PingInterval time.Duration
 	// Registry collects the metrics served at /metrics. Default a new one.
 	Registry *prometheus.Registry
+	// Dashboard, if set, mounts the web dashboard's pages (package
+	// api/dashboard) beside the API.
+	Dashboard interface{ Register(e *echo.Echo) }
 	Logger   *slog.Logger
 	// Access checks API tokens on every /api route (once any token
 	// exists). Nil: no tokens, every route open (tests of other parts).
@@ -181,6 +184,9 @@ func (s *Server) routes() {
 	v1.GET("/conversations/:id/turns/:n/events", s.turnEvents)
 	v1.GET("/conversations/:id/turns/:n/transcript", s.transcript)
 	v1.GET("/repos/:owner/:repo/events", s.repoEvents)
+	v1.GET("/repos/:owner/:repo/pulls", s.listPulls)
+	v1.GET("/repos/:owner/:repo/pulls/:pr/reviews/:version/files", s.fileLines)
+	v1.GET("/stats", s.stats)
 	v1.GET("/providers", s.listProviders)
 	v1.GET("/providers/active", s.getActiveProvider)
 	v1.PATCH("/providers/active", s.setActiveProvider)
@@ -189,6 +195,9 @@ func (s *Server) routes() {
 	v1.GET("/tokens", s.listTokens)
 	v1.POST("/tokens", s.createToken)
 	v1.DELETE("/tokens/:id", s.revokeToken)
+	if s.cfg.Dashboard != nil {
+		s.cfg.Dashboard.Register(e)
+	}
 }
 
 // guarded adds routes to a group with a middleware of their own (not the

@@ -42,4 +42,10 @@ type Service interface {
 	SetActiveProvider(ctx context.Context, provider, model string) (chat.ProviderSettings, error)
 	SetProviderKey(ctx context.Context, provider, key string) error
 	DeleteProviderKey(ctx context.Context, provider string) error
+
+	// PullRequests lists a repository's reviewed pull requests; FileLines
+	// reads lines of a file at a review's head; Stats are the team figures.
+	PullRequests(ctx context.Context, repo string) ([]chat.PullRequest, error)
+	FileLines(ctx context.Context, repo string, pr, version int, path string, start, end int) (chat.FileLines, error)
+	Stats(ctx context.Context, window time.Duration, repo string) (chat.Stats, error)
 }

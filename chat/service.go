@@ -100,8 +100,10 @@ type Deps struct {
 	Sealer   *Sealer
 	// Histories stores the histories of recorded reviews' sessions.
 	Histories HistoryStore
-	// Reports, if set, answers the dashboard's lists and the team figures.
+	// Reports, if set, answers the dashboard's lists and the team figures;
+	// Files, if set, shows lines of the repositories' files.
 	Reports ReportStore
+	Files   FileReader
 	// Observer, if set, is told about every finished run (metrics).
 	Observer Observer
 	// Clones checks clone paths and review commits when they are
@@ -135,6 +137,7 @@ type Service struct {
 	sealer     *Sealer
 	histories  HistoryStore
 	reports    ReportStore
+	files      FileReader
 	observer   Observer
 	clones     Clones
 	limiter    RateLimiter
@@ -168,6 +171,7 @@ func NewService(cfg Config, d Deps) (*Service, error) {
 		sealer:     d.Sealer,
 		histories:  d.Histories,
 		reports:    d.Reports,
+		files:      d.Files,
 		observer:   d.Observer,
 		clones:     d.Clones,
 		limiter:    d.Limiter,

@@ -118,7 +118,8 @@ type QueueFigures struct {
 const MaxStatsWindow = 366 * 24 * time.Hour
 
 // Stats returns the team's figures for the turns asked in the last window
-// (at most MaxStatsWindow) in repo ("" = every repository).
+// (at most MaxStatsWindow) in repo ("" = every repository the request's
+// token may see).
 func (s *Service) Stats(ctx context.Context, window time.Duration, repo string) (Stats, error) {
 	if s.reports == nil {
 		return Stats{}, Errorf(CodeUnavailable, "team figures are not available on this server")
@@ -136,6 +137,9 @@ func (s *Service) Stats(ctx context.Context, window time.Duration, repo string) 
 	facts, err := s.reports.TurnFacts(ctx, since, repo)
 	if err != nil {
 		return Stats{}, err
+	}
+	if t, ok := limitedToken(ctx); ok {
+		facts = slices.DeleteFunc(facts, func(f TurnFact) bool { return !t.Sees(f.Repository) })
 	}
 	return summarise(facts, since, until, repo), nil
 }
@@ -236,8 +240,62 @@ func (s *Service) PullRequests(ctx context.Context, repo string) ([]PullRequest,
 	if s.reports == nil {
 		return nil, Errorf(CodeUnavailable, "pull request lists are not available on this server")
 	}
-	if err := CheckRepoName(repo); err != nil {
-		return nil, Errorf(CodeRepositoryNotFound, "no repository %q", repo)
+	if err := CheckRepoName(repo); err != nil || !sees(ctx, repo) {
+		return nil, repositoryNotFound(repo)
 	}
 	return s.reports.PullRequests(ctx, repo)
+}
+
+// FileReader reads lines of a repository's files at a commit, for the
+// dashboard's citation view. Implemented by package agentsession.
+type FileReader interface {
+	// FileLines returns lines start..end of path at commit sha of repo's
+	// clone (clipped to the file and to MaxFileLines), with the same path
+	// rules as the agents' tools. A bad path is CodeInvalid, a missing file
+	// CodeNotFound, a repository without a clone here CodeNeedsClone.
+	FileLines(ctx context.Context, repo Repository, sha, path string, start, end int) (FileLines, error)
+}
+
+// Bounds of what a file view shows.
+const (
+	MaxFileLines = 2000
+	MaxFileBytes = 4 << 20
+)
+
+// FileLines are lines of a file at a commit.
+type FileLines struct {
+	Path       string   `json:"path"`
+	Commit     string   `json:"commit"`
+	StartLine  int      `json:"start_line"`
+	EndLine    int      `json:"end_line"`
+	TotalLines int      `json:"total_lines"`
+	Lines      []string `json:"lines"`
+}
+
+// FileLines returns lines start..end of a file at the head commit of a
+// review version (0 = the latest), masked like every text prchat shows: a
+// client reads only the commits that reviews are about.
+func (s *Service) FileLines(ctx context.Context, repo string, pr, version int, path string, start, end int) (FileLines, error) {
+	if s.files == nil {
+		return FileLines{}, Errorf(CodeUnavailable, "file views are not available on this server")
+	}
+	r, err := s.repository(ctx, repo)
+	if err != nil {
+		return FileLines{}, err
+	}
+	rv, err := s.review(ctx, repo, pr, version)
+	if err != nil {
+		return FileLines{}, err
+	}
+	if rv.HeadSHA == "" {
+		return FileLines{}, Errorf(CodeNotFound, "review %d of %s#%d has no head commit", rv.Version, repo, pr)
+	}
+	fl, err := s.files.FileLines(ctx, r, rv.HeadSHA, path, start, end)
+	if err != nil {
+		return FileLines{}, err
+	}
+	for i, l := range fl.Lines {
+		fl.Lines[i] = s.masker.String(l)
+	}
+	return fl, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/prchat/prchat/agentsession/local"
 	"github.com/prchat/prchat/agentsession/openai"
 	"github.com/prchat/prchat/api"
+	"github.com/prchat/prchat/api/dashboard"
 	"github.com/prchat/prchat/chat"
 	"github.com/prchat/prchat/chat/mask"
 	"github.com/prchat/prchat/store"
@@ -187,13 +188,17 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 		Backends:  o.backends,
 		Publisher: d.events,
 		Follower:  d.events,
+		Reports:   d.store,
 	}
 	ws, err := agentsession.NewWorkspaces(agentsession.Config{DataDir: cfg.DataDir, Secrets: cfg.secrets(), Logger: log})
 	if err != nil {
 		return nil, err
 	}
-	// Registration and review checks read clones wherever the API runs.
+	// Registration and review checks read clones, and the dashboard shows
+	// their files, wherever the API runs; only a worker prepares run
+	// directories.
 	deps.Clones = ws
+	deps.Files = ws
 	deps.Limiter = worker.NewRateLimiter(d.rdb)
 	if r.worker {
 		deps.Workspaces = ws
@@ -295,7 +300,14 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 
 	// A worker alone serves its liveness and metrics on the same address.
 	if r.api {
-		d.api, err = api.New(api.Config{Registry: reg, Logger: log, Access: access, RequestRate: cfg.RateRequests}, d.svc)
+		dash, err := dashboard.New(dashboard.Config{
+			Logger:      log,
+			AdminQueues: worker.NewQueueMonitor(d.rdb, "/admin/queues"),
+		}, d.svc)
+		if err != nil {
+			return nil, err
+		}
+		d.api, err = api.New(api.Config{Registry: reg, Logger: log, Access: access, RequestRate: cfg.RateRequests, Dashboard: dash}, d.svc)
 		if err != nil {
 			return nil, err
 		}

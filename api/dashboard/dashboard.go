@@ -1,0 +1,250 @@
+// Package dashboard is prchat's web dashboard: pages rendered on the server
+// with html/template from the same service the JSON API answers for, and one
+// small script (static/app.js) for the live parts: asking, streaming a
+// turn's events over the SSE contract with a fetch reader (it resumes with
+// Last-Event-ID after a dropped connection), tool steps, cancelling, and
+// opening a citation's lines.
+//
+// Everything it serves is embedded in the binary; no Node build step is
+// needed to run or test it. Answer and review markdown is rendered on the
+// server and sanitised (see Markdown). Every page is sent with a strict
+// Content-Security-Policy: scripts and styles only from the dashboard's own
+// files, no inline script, no frames, connections only to the same origin.
+//
+// Pages:
+//
+//	/                                                 repositories
+//	/ui/repos/{owner}/{repo}                          its reviewed pull requests
+//	/ui/repos/{owner}/{repo}/pulls/{pr}               review versions and conversations
+//	/ui/repos/{owner}/{repo}/pulls/{pr}/reviews/{v}   the saved review, ask a first question
+//	/ui/conversations/{id}                            a conversation: ask, watch, cite
+//	/ui/conversations/{id}/turns/{n}                  one turn, as a fragment the script swaps in
+//	/ui/team                                          the team figures of GET /api/v1/stats
+//	/ui/signin, /ui/signout                           sign in with a token, sign out
+//
+// Signing in takes an API token once and keeps it in a session cookie
+// (HttpOnly, SameSite=Strict, Secure over TLS), which the API accepts like
+// an Authorization header. Requests that change something and carry the
+// cookie must also carry the session's CSRF token (the X-CSRF-Token header,
+// or a csrf form field): see SessionToken and CheckCSRF.
+package dashboard
+
+import (
+	"cmp"
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/prchat/prchat/chat"
+)
+
+//go:embed templates/*.html
+var templateFiles embed.FS
+
+//go:embed static
+var staticFiles embed.FS
+
+// Service is what the dashboard reads. *chat.Service implements it.
+type Service interface {
+	Repositories(ctx context.Context) ([]chat.Repository, error)
+	Repository(ctx context.Context, name string) (chat.Repository, error)
+	PullRequests(ctx context.Context, repo string) ([]chat.PullRequest, error)
+	Reviews(ctx context.Context, repo string, pr int) ([]chat.Review, error)
+	Review(ctx context.Context, repo string, pr, version int) (chat.Review, error)
+	Conversations(ctx context.Context, repo string, pr int) ([]chat.Conversation, error)
+	Conversation(ctx context.Context, id string) (chat.Conversation, error)
+	Stats(ctx context.Context, window time.Duration, repo string) (chat.Stats, error)
+}
+
+var _ Service = (*chat.Service)(nil)
+
+// Access is how the dashboard learns who is signed in. The API's access
+// control implements it; nil means the API is open (no tokens exist).
+type Access interface {
+	// Check returns the scope of a valid token ("read", "ask", "admin") or
+	// an error for an unknown or revoked one.
+	Check(ctx context.Context, token string) (scope string, err error)
+	// Required reports whether requests need a token (some token exists).
+	Required(ctx context.Context) bool
+	// Allowed reports whether the request's token may see repo.
+	Allowed(r *http.Request, repo string) bool
+}
+
+// Config holds the dashboard's settings.
+type Config struct {
+	// Access checks tokens; nil: the API is open and sign-in is not needed.
+	Access Access
+	// AdminQueues, if set, is the queue-internals handler mounted at
+	// /admin/queues (admins only when tokens are in use).
+	AdminQueues http.Handler
+	Logger      *slog.Logger
+}
+
+// Dashboard serves the pages.
+type Dashboard struct {
+	cfg   Config
+	svc   Service
+	md    *Markdown
+	log   *slog.Logger
+	pages map[string]*template.Template
+}
+
+// New returns a Dashboard reading from svc.
+func New(cfg Config, svc Service) (*Dashboard, error) {
+	if svc == nil {
+		return nil, errors.New("dashboard: a service is required")
+	}
+	d := &Dashboard{cfg: cfg, svc: svc, md: NewMarkdown(), log: cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))}
+	if err := d.parse(); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// ContentSecurityPolicy is sent with every page and asset.
+const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// Register mounts the dashboard's routes on e.
+func (d *Dashboard) Register(e *echo.Echo) {
+	g := e.Group("", d.secureHeaders)
+	g.GET("/", d.repositories)
+	ui := g.Group("/ui")
+	ui.GET("/repos/:owner/:repo", d.pulls)
+	ui.GET("/repos/:owner/:repo/pulls/:pr", d.pull)
+	ui.GET("/repos/:owner/:repo/pulls/:pr/reviews/:version", d.review)
+	ui.GET("/conversations/:id", d.conversation)
+	ui.GET("/conversations/:id/turns/:n", d.turnFragment)
+	ui.GET("/team", d.team)
+	ui.GET("/signin", d.signinForm)
+	ui.POST("/signin", d.signin)
+	ui.POST("/signout", d.signout)
+	static, _ := fs.Sub(staticFiles, "static")
+	ui.GET("/assets/*", echo.WrapHandler(http.StripPrefix("/ui/assets/", http.FileServer(http.FS(static)))))
+	if d.cfg.AdminQueues != nil {
+		admin := e.Group("/admin/queues", d.requireAdmin)
+		h := echo.WrapHandler(d.cfg.AdminQueues)
+		admin.Any("", h)
+		admin.Any("/*", h)
+	}
+}
+
+func (d *Dashboard) secureHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Response().Header()
+		h.Set("Content-Security-Policy", ContentSecurityPolicy)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "same-origin")
+		h.Set("X-Frame-Options", "DENY")
+		return next(c)
+	}
+}
+
+// page is what every page's layout needs.
+type page struct {
+	Title    string
+	CSRF     string
+	SignedIn bool
+	Scope    string
+	// CanAsk is false for a read token: the ask box is not shown.
+	CanAsk bool
+	// Auth is true when tokens are in use.
+	Auth bool
+	Crumbs []crumb
+	Data   any
+}
+
+type crumb struct {
+	Label, Href string
+}
+
+// who reads the request's session: the CSRF token of its cookie and its
+// token's scope. A request that needs a token and has no valid one is sent
+// to the sign-in page.
+func (d *Dashboard) who(c echo.Context) (page, bool) {
+	var p page
+	if d.cfg.Access == nil || !d.cfg.Access.Required(c.Request().Context()) {
+		p.CanAsk, p.Scope = true, "admin"
+		if tok, ok := SessionToken(c.Request()); ok {
+			p.CSRF = CSRFToken(tok)
+		}
+		return p, true
+	}
+	p.Auth = true
+	tok, fromCookie := SessionToken(c.Request())
+	if tok == "" {
+		return p, false
+	}
+	scope, err := d.cfg.Access.Check(c.Request().Context(), tok)
+	if err != nil {
+		return p, false
+	}
+	p.SignedIn, p.Scope = fromCookie, scope
+	p.CanAsk = scope == "ask" || scope == "admin"
+	p.CSRF = CSRFToken(tok)
+	return p, true
+}
+
+func (d *Dashboard) allowed(c echo.Context, repo string) bool {
+	return d.cfg.Access == nil || d.cfg.Access.Allowed(c.Request(), repo)
+}
+
+// render writes page name with status.
+func (d *Dashboard) render(c echo.Context, status int, name string, p page) error {
+	t, ok := d.pages[name]
+	if !ok {
+		return fmt.Errorf("dashboard: no page %q", name)
+	}
+	var b strings.Builder
+	if err := t.ExecuteTemplate(&b, "layout", p); err != nil {
+		d.log.ErrorContext(c.Request().Context(), "render page", slog.String("page", name), slog.Any("err", err))
+		return c.String(http.StatusInternalServerError, "the page could not be rendered")
+	}
+	return c.HTML(status, b.String())
+}
+
+// fail renders err as an error page with the API's status for its code.
+func (d *Dashboard) fail(c echo.Context, p page, err error) error {
+	status := http.StatusInternalServerError
+	switch chat.ErrorCode(err) {
+	case chat.CodeInvalid:
+		status = http.StatusBadRequest
+	case chat.CodeNotFound, chat.CodeRepositoryNotFound, chat.CodeNoReview:
+		status = http.StatusNotFound
+	case chat.CodeUnavailable:
+		status = http.StatusServiceUnavailable
+	}
+	msg := chat.ErrorMessage(err)
+	if status == http.StatusInternalServerError {
+		d.log.ErrorContext(c.Request().Context(), "dashboard page failed", slog.String("path", c.Path()), slog.Any("err", err))
+		msg = "Something went wrong on the server; try again."
+	}
+	p.Title = http.StatusText(status)
+	p.Data = msg
+	return d.render(c, status, "error", p)
+}
+
+// signinRedirect sends a visitor without a valid session to sign in.
+func (d *Dashboard) signinRedirect(c echo.Context) error {
+	return c.Redirect(http.StatusSeeOther, "/ui/signin?next="+urlQueryEscape(c.Request().URL.RequestURI()))
+}
+
+func repoParam(c echo.Context) string { return c.Param("owner") + "/" + c.Param("repo") }
+
+func positive(c echo.Context, name string) (int, error) {
+	n, err := strconv.Atoi(c.Param(name))
+	if err != nil || n < 1 {
+		return 0, chat.Errorf(chat.CodeInvalid, "%s must be a positive number, not %q", name, c.Param(name))
+	}
+	return n, nil
+}

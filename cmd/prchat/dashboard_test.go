@@ -1,0 +1,340 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+
+	"github.com/prchat/prchat/agentsession/scripted"
+	"github.com/prchat/prchat/chat"
+)
+
+var readmeScreenshot = flag.Bool("readme-screenshot", false, "write the conversation page's screenshot to docs/dashboard-conversation.png")
+
+// browser is a headless Chromium driven by chromedp, or nil with the test
+// skipped when none is installed and CI is unset.
+type browser struct {
+	t        *testing.T
+	ctx      context.Context
+	shots    string
+	mu       sync.Mutex
+	problems []string // console errors, exceptions and log errors seen
+}
+
+func findChromium() string {
+	if p := os.Getenv("PRCHAT_TEST_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+func newBrowser(t *testing.T) *browser {
+	t.Helper()
+	bin := findChromium()
+	if bin == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("no Chromium found and CI is set: .ci/run installs Debian's chromium")
+		}
+		t.Skip("no Chromium installed (apt-get install chromium)")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(bin),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(func() { cancelTimeout(); cancelCtx(); cancelAlloc() })
+	shots, err := os.MkdirTemp("", "prchat-dashboard-shots-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshots of the dashboard's pages: %s", shots)
+	b := &browser{t: t, ctx: ctx, shots: shots}
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("start Chromium: %v", err)
+	}
+	msgs := chromedp.Console(ctx)
+	go func() {
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			if m.Type == chromedp.ConsoleError || m.Type == chromedp.ConsoleException {
+				b.problem(m.String())
+			}
+		}
+	}()
+	return b
+}
+
+func (b *browser) problem(s string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.problems = append(b.problems, s)
+}
+
+// run runs actions, failing the test with what was being done.
+func (b *browser) run(what string, actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, actions...); err != nil {
+		b.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// eval evaluates a JavaScript expression in the page.
+func eval[T any](b *browser, expr string) T {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		b.t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// poll waits until a JavaScript expression is true.
+func (b *browser) poll(what, expr string) {
+	b.t.Helper()
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		main, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.querySelector("main").innerHTML`))
+		b.t.Fatalf("%s (%s): %v\nthe page's main:\n%s", what, expr, err, main)
+	}
+}
+
+// shot saves a full-page screenshot as name.png and returns its path.
+func (b *browser) shot(name string) string {
+	b.t.Helper()
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	p := filepath.Join(b.shots, name+".png")
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	return p
+}
+
+// noProblems fails the test for any console error seen so far.
+func (b *browser) noProblems(page string) {
+	b.t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, p := range b.problems {
+		b.t.Errorf("%s: %s", page, p)
+	}
+	b.problems = nil
+}
+
+func (b *browser) text(sel string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		b.t.Fatalf("read %s: %v", sel, err)
+	}
+	return strings.TrimSpace(s)
+}
+
+// TestDashboardInABrowser drives the dashboard in a real Chromium against a
+// serve daemon: the pages, a conversation whose answer streams in with a
+// tool step, a citation opening its lines, a question about a selected line
+// range asked from the keyboard alone, cancelling a running turn, and the
+// team page's figures against GET /api/v1/stats; no page logs an error.
+func TestDashboardInABrowser(t *testing.T) {
+	b := newBrowser(t)
+	e := setup(t, mode{name: "embedded"}, nil)
+	v := e.review("scripted", map[string]any{
+		"markdown": "# Review\n\nLoad now refuses an **empty path**.\n\n<script>document.title='pwned'</script>",
+		"sections": []map[string]any{{"id": "s1", "title": "Empty path", "markdown": "See `Load`.",
+			"anchors": []map[string]any{{"path": "settings/settings.go", "start_line": 8, "end_line": 12}}}},
+	})
+	release := make(chan struct{})
+	e.scripted.Push(scripted.Step{
+		Events: []chat.Event{
+			{Type: chat.EventToolStart, ToolID: "t1", ToolName: "Read", Input: json.RawMessage(`{"path":"settings/settings.go"}`)},
+			{Type: chat.EventTextDelta, Text: "Load refuses "},
+		},
+		Wait: release,
+		Answer: &chat.Answer{
+			AnswerMarkdown: "Load refuses an **empty path** <img src=x onerror=alert(1)>.",
+			Citations:      []chat.Citation{{Path: "settings/settings.go", StartLine: 8, EndLine: 12}},
+			SuggestsFix:    &chat.Fix{Summary: "Check the path in `main`."},
+		},
+	})
+	conv, _ := e.ask(v, "Why does Load refuse an empty path?")
+	base := e.url
+
+	// The pages from the repositories down.
+	for _, p := range []struct{ name, path, want string }{
+		{"repositories", "/", e.repo},
+		{"pulls", "/ui/repos/" + e.repo, "#7"},
+		{"pull", "/ui/repos/" + e.repo + "/pulls/7", "version 1"},
+	} {
+		b.run("open "+p.name, chromedp.Navigate(base+p.path), chromedp.WaitVisible(chromedp.CSS("main")))
+		if got := b.text("main"); !strings.Contains(got, p.want) {
+			t.Errorf("%s page: %q does not show %q", p.name, got, p.want)
+		}
+		b.shot(p.name)
+		b.noProblems(p.name)
+	}
+	b.run("open review", chromedp.Navigate(fmt.Sprintf("%s/ui/repos/%s/pulls/7/reviews/%d", base, e.repo, v)),
+		chromedp.WaitVisible(chromedp.CSS("#review")))
+	title, err := chromedp.Run(b.ctx, chromedp.Title())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if title == "pwned" || !strings.Contains(b.text("#review"), "<script>") {
+		t.Errorf("the review's <script> ran or vanished: title %q, review %q", title, b.text("#review"))
+	}
+	b.shot("review")
+	b.noProblems("review")
+
+	// The conversation: the tool step appears while the turn runs, then the
+	// answer replaces the stream.
+	b.run("open conversation", chromedp.Navigate(base+"/ui/conversations/"+conv),
+		chromedp.WaitVisible(chromedp.CSS("#turn-1 .steps details")))
+	if got := b.text("#turn-1 .steps summary"); got != "Read" {
+		t.Errorf("tool step = %q, want Read", got)
+	}
+	b.poll("stream text", `document.querySelector("#turn-1 .stream")?.textContent.startsWith("Load")`)
+	close(release)
+	b.run("answer", chromedp.WaitVisible(chromedp.CSS("#turn-1 .answer")))
+	if got := b.text("#turn-1 .answer"); !strings.Contains(got, "<img src=x onerror=alert(1)>") {
+		t.Errorf("answer %q: the raw tag should stay text", got)
+	}
+	if imgs := eval[int](b, `document.querySelectorAll("#turn-1 .answer img").length`); imgs != 0 {
+		t.Errorf("the answer's <img> became an element")
+	}
+	if got := b.text("#turn-1 .fix"); !strings.Contains(got, "Check the path") {
+		t.Errorf("suggested fix = %q", got)
+	}
+	if got := b.text("#turn-1 .meta"); !strings.Contains(got, "scripted") || !strings.Contains(got, "session") {
+		t.Errorf("turn footer = %q, want backend and session", got)
+	}
+	if eval[bool](b, `document.querySelector("#turn-1 .steps details").open`) {
+		t.Error("the tool step stays open after the turn settled")
+	}
+
+	// A citation opens its lines, numbered, the cited ones marked.
+	b.run("open citation", chromedp.Click(chromedp.CSS("#turn-1 a.cite")),
+		chromedp.WaitVisible(chromedp.CSS("#viewer tr.cited")))
+	cited := eval[[]string](b, `[...document.querySelectorAll("#viewer tr.cited td.num")].map(td => td.textContent)`)
+	if strings.Join(cited, ",") != "8,9,10,11,12" {
+		t.Errorf("cited line numbers = %v, want 8..12", cited)
+	}
+	if got := b.text("#viewer tr[data-line='8'] td.code"); got != "func Load(path string) error {" {
+		t.Errorf("line 8 = %q", got)
+	}
+
+	// Select lines 9..11 and ask about them from the keyboard: type, Tab to
+	// the Ask button, Enter.
+	hang := make(chan struct{})
+	defer close(hang)
+	e.scripted.Push(scripted.Step{Events: []chat.Event{{Type: chat.EventTextDelta, Text: "Looking"}}, Wait: hang})
+	b.run("select lines",
+		chromedp.Click(chromedp.CSS("#viewer tr[data-line='9'] td.num button")),
+		chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+			_, err := chromedp.Evaluate[bool](`document.querySelector("#viewer tr[data-line='11'] td.num button").dispatchEvent(new MouseEvent("click", {bubbles: true, shiftKey: true}))`)(ctx, t)
+			return err
+		}),
+		chromedp.Click(chromedp.CSS("#ask-lines")),
+		chromedp.WaitVisible(chromedp.CSS("#focus")))
+	if got := b.text("#focus span"); got != "About settings/settings.go:9-11" {
+		t.Errorf("focus = %q", got)
+	}
+	b.run("ask from the keyboard",
+		chromedp.Click(chromedp.CSS("#viewer-close")),
+		chromedp.Focus(chromedp.CSS("#question")),
+		chromedp.SendKeys(chromedp.CSS("#question"), "What if path is only spaces?"),
+		chromedp.KeyEvent(kb.Tab),
+		chromedp.KeyEvent(kb.Enter),
+		chromedp.WaitVisible(chromedp.CSS("#turn-2 .cancel")))
+	var second struct {
+		Focus *chat.Focus `json:"focus"`
+		State string      `json:"state"`
+	}
+	e.do("GET", "/api/v1/conversations/"+conv+"/turns/2", nil, http.StatusOK, &second)
+	if second.Focus == nil || len(second.Focus.Anchors) != 1 || second.Focus.Anchors[0] != (chat.Anchor{Path: "settings/settings.go", StartLine: 9, EndLine: 11}) {
+		t.Errorf("second turn's focus = %+v, want settings/settings.go:9-11", second.Focus)
+	}
+	// The masker holds back a delta's tail until more text comes, so the
+	// stream shows the start of "Looking" while the turn runs.
+	b.poll("running", `document.querySelector("#turn-2 .stream")?.textContent.startsWith("Lo")`)
+	shot := b.shot("conversation")
+	if *readmeScreenshot {
+		copyFile(t, shot, filepath.Join("..", "..", "docs", "dashboard-conversation.png"))
+	}
+
+	// Cancel the running turn.
+	b.run("cancel", chromedp.Click(chromedp.CSS("#turn-2 .cancel")))
+	b.poll("cancelled", `document.querySelector("#turn-2 .state")?.textContent === "cancelled"`)
+	if got := e.wait(conv, 2); got.State != "cancelled" {
+		t.Errorf("turn 2 = %s, want cancelled", got.State)
+	}
+	b.noProblems("conversation")
+
+	// The team page shows what /api/v1/stats says.
+	var st chat.Stats
+	e.do("GET", "/api/v1/stats?since=7d", nil, http.StatusOK, &st)
+	b.run("open team", chromedp.Navigate(base+"/ui/team?since=7d"), chromedp.WaitVisible(chromedp.CSS("#figures")))
+	for stat, want := range map[string]string{
+		"turns":   strconv.Itoa(st.Turns),
+		"p50":     fmt.Sprintf("%.1f", st.TimeToAnswer.P50),
+		"repairs": strconv.Itoa(st.Repairs),
+		"seeded":  strconv.Itoa(st.Seeded),
+		"queued":  strconv.Itoa(st.Queue.Queued),
+		"running": strconv.Itoa(st.Queue.Running),
+	} {
+		if got := b.text(`dd[data-stat="` + stat + `"]`); got != want {
+			t.Errorf("team page %s = %q, /api/v1/stats says %q", stat, got, want)
+		}
+	}
+	if st.Turns != 2 {
+		t.Errorf("stats count %d turns, want 2", st.Turns)
+	}
+	if bars := eval[int](b, `document.querySelectorAll("#chart rect.bar").length`); bars == 0 {
+		t.Error("the team chart has no bars")
+	}
+	b.shot("team")
+	b.noProblems("team")
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %s", to)
+}
