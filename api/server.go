@@ -31,7 +31,7 @@ type Config struct {
 	// Dashboard, if set, mounts the web dashboard's pages (package
 	// api/dashboard) beside the API.
 	Dashboard interface{ Register(e *echo.Echo) }
-	Logger   *slog.Logger
+	Logger    *slog.Logger
 	// Access checks API tokens on every /api route (once any token
 	// exists). Nil: no tokens, every route open (tests of other parts).
 	Access Access

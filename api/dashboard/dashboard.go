@@ -159,7 +159,7 @@ type page struct {
 	// CanAsk is false for a read token: the ask box is not shown.
 	CanAsk bool
 	// Auth is true when tokens are in use.
-	Auth bool
+	Auth   bool
 	Crumbs []crumb
 	Data   any
 }
