@@ -177,7 +177,7 @@ func TestEveryRouteRefusesWithoutTheRightToken(t *testing.T) {
 		switch {
 		case allRepos || key == "POST /api/v1/repos":
 			attempts = append(attempts, attempt{"token of another repository", ts.other, 403, "forbidden"})
-		case key == "GET /api/v1/repos":
+		case key == "GET /api/v1/repos", key == "GET /api/v1/stats":
 			// answered, without the repository: checked below
 		case strings.Contains(r.Path, ":owner"):
 			attempts = append(attempts, attempt{"token of another repository", ts.other, 404, "repository_not_found"})
@@ -209,6 +209,17 @@ func TestEveryRouteRefusesWithoutTheRightToken(t *testing.T) {
 	}
 	if len(list.Repositories) != 1 || list.Repositories[0].Name != "acme/other" {
 		t.Errorf("a token of acme/other lists %+v", list.Repositories)
+	}
+	// ... and counts only their turns in the team figures.
+	var mine, others struct{ Turns int }
+	if err := json.Unmarshal(f.as(t, ts.admin, "GET", "/api/v1/stats", nil).body, &mine); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(f.as(t, ts.other, "GET", "/api/v1/stats", nil).body, &others); err != nil {
+		t.Fatal(err)
+	}
+	if mine.Turns == 0 || others.Turns != 0 {
+		t.Errorf("stats count %d turns for an admin and %d for a token of acme/other, want some and none", mine.Turns, others.Turns)
 	}
 	for _, p := range []string{"/healthz", "/readyz", "/metrics", "/openapi.json"} {
 		if r := f.c.send(t, "GET", p, nil); r.status != 200 {

@@ -116,6 +116,7 @@ func setup(t *testing.T, change ...func(*options)) *fixture {
 		Backends: []chat.Backend{f.scripted, local.New(local.Config{})},
 		Masker:   mask.New(ownSecret), Settings: f.store, Sealer: sealer, Histories: f.store,
 		Publisher: events, Follower: events, Logger: testLogger(t), Now: o.now,
+		Reports: f.store, Files: ws,
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -69,10 +69,7 @@ func (s *Server) fileLines(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	path := c.QueryParam("path")
-	if path == "" {
-		return chat.Errorf(chat.CodeInvalid, "path is required")
-	}
+	path := c.QueryParam("path") // required: checked once the repository is known
 	start, end := 1, 0
 	for name, p := range map[string]*int{"start": &start, "end": &end} {
 		if q := c.QueryParam(name); q != "" {

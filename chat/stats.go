@@ -283,6 +283,9 @@ func (s *Service) FileLines(ctx context.Context, repo string, pr, version int, p
 	if err != nil {
 		return FileLines{}, err
 	}
+	if path == "" {
+		return FileLines{}, Errorf(CodeInvalid, "path is required")
+	}
 	rv, err := s.review(ctx, repo, pr, version)
 	if err != nil {
 		return FileLines{}, err

@@ -115,27 +115,30 @@ func New(cfg Config, svc Service) (*Dashboard, error) {
 const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
 	"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
-// Register mounts the dashboard's routes on e.
+// Register mounts the dashboard's routes on e. Each route carries its own
+// middleware (no echo groups, whose middleware would register catch-all
+// routes of their own).
 func (d *Dashboard) Register(e *echo.Echo) {
-	g := e.Group("", d.secureHeaders)
-	g.GET("/", d.repositories)
-	ui := g.Group("/ui")
-	ui.GET("/repos/:owner/:repo", d.pulls)
-	ui.GET("/repos/:owner/:repo/pulls/:pr", d.pull)
-	ui.GET("/repos/:owner/:repo/pulls/:pr/reviews/:version", d.review)
-	ui.GET("/conversations/:id", d.conversation)
-	ui.GET("/conversations/:id/turns/:n", d.turnFragment)
-	ui.GET("/team", d.team)
-	ui.GET("/signin", d.signinForm)
-	ui.POST("/signin", d.signin)
-	ui.POST("/signout", d.signout)
+	page := func(method, path string, h echo.HandlerFunc) { e.Add(method, path, h, d.secureHeaders) }
+	page(http.MethodGet, "/", d.repositories)
+	page(http.MethodGet, "/ui/repos/:owner/:repo", d.pulls)
+	page(http.MethodGet, "/ui/repos/:owner/:repo/pulls/:pr", d.pull)
+	page(http.MethodGet, "/ui/repos/:owner/:repo/pulls/:pr/reviews/:version", d.review)
+	page(http.MethodGet, "/ui/conversations/:id", d.conversation)
+	page(http.MethodGet, "/ui/conversations/:id/turns/:n", d.turnFragment)
+	page(http.MethodGet, "/ui/team", d.team)
+	page(http.MethodGet, "/ui/signin", d.signinForm)
+	page(http.MethodPost, "/ui/signin", d.signin)
+	page(http.MethodPost, "/ui/signout", d.signout)
 	static, _ := fs.Sub(staticFiles, "static")
-	ui.GET("/assets/*", echo.WrapHandler(http.StripPrefix("/ui/assets/", http.FileServer(http.FS(static)))))
+	page(http.MethodGet, "/ui/assets/*", echo.WrapHandler(http.StripPrefix("/ui/assets/", http.FileServer(http.FS(static)))))
 	if d.cfg.AdminQueues != nil {
-		admin := e.Group("/admin/queues", d.requireAdmin)
 		h := echo.WrapHandler(d.cfg.AdminQueues)
-		admin.Any("", h)
-		admin.Any("/*", h)
+		e.GET("/admin/queues", h, d.requireAdmin)
+		// asynqmon's own pages and the API its page calls.
+		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
+			e.Add(m, "/admin/queues/*", h, d.requireAdmin)
+		}
 	}
 }
 
