@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"golang.org/x/time/rate"
 
+	"github.com/prchat/prchat/api/dashboard"
 	"github.com/prchat/prchat/chat"
 )
 
@@ -105,6 +106,16 @@ func (s *Server) authorize(next echo.HandlerFunc) echo.HandlerFunc {
 		authed := false
 		if required {
 			value, ok := bearer(r)
+			fromCookie := false
+			if !ok && r.Header.Get(echo.HeaderAuthorization) == "" {
+				// The dashboard's session cookie stands for the token it
+				// holds; what it changes needs the session's CSRF token.
+				value, fromCookie = dashboard.SessionToken(r)
+				ok = fromCookie && value != ""
+			}
+			if ok && fromCookie && !dashboard.CheckCSRF(r) {
+				return chat.Errorf(chat.CodeForbidden, "a request made with the dashboard's session needs its CSRF token (the %s header)", dashboard.CSRFHeader)
+			}
 			if !ok {
 				c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="prchat"`)
 				return chat.Errorf(chat.CodeUnauthorized, "this route needs an API token: Authorization: Bearer <token>")

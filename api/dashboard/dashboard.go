@@ -68,17 +68,16 @@ type Service interface {
 
 var _ Service = (*chat.Service)(nil)
 
-// Access is how the dashboard learns who is signed in. The API's access
-// control implements it; nil means the API is open (no tokens exist).
+// Access is how the dashboard learns who is signed in. *chat.Access
+// implements it; nil means the API is open (no tokens).
 type Access interface {
-	// Check returns the scope of a valid token ("read", "ask", "admin") or
-	// an error for an unknown or revoked one.
-	Check(ctx context.Context, token string) (scope string, err error)
-	// Required reports whether requests need a token (some token exists).
-	Required(ctx context.Context) bool
-	// Allowed reports whether the request's token may see repo.
-	Allowed(r *http.Request, repo string) bool
+	// Required reports whether requests need a token (once any exists).
+	Required(ctx context.Context) (bool, error)
+	// Authenticate returns the live token of a value, or an error.
+	Authenticate(ctx context.Context, value string) (chat.Token, error)
 }
+
+var _ Access = (*chat.Access)(nil)
 
 // Config holds the dashboard's settings.
 type Config struct {
@@ -171,35 +170,39 @@ type crumb struct {
 	Label, Href string
 }
 
-// who reads the request's session: the CSRF token of its cookie and its
-// token's scope. A request that needs a token and has no valid one is sent
-// to the sign-in page.
+// who reads the request's session: its token's scope and the session's
+// CSRF token. The token goes into the request's context, so that the
+// service shows a token limited to repositories only those. A request that
+// needs a token and has no valid one gets false: send it to sign in.
 func (d *Dashboard) who(c echo.Context) (page, bool) {
 	var p page
-	if d.cfg.Access == nil || !d.cfg.Access.Required(c.Request().Context()) {
-		p.CanAsk, p.Scope = true, "admin"
-		if tok, ok := SessionToken(c.Request()); ok {
-			p.CSRF = CSRFToken(tok)
+	ctx := c.Request().Context()
+	required := false
+	if d.cfg.Access != nil {
+		var err error
+		if required, err = d.cfg.Access.Required(ctx); err != nil {
+			d.log.WarnContext(ctx, "dashboard: cannot check API tokens", slog.Any("err", err))
+			required = true
 		}
+	}
+	if !required {
+		p.CanAsk, p.Scope = true, string(chat.ScopeAdmin)
 		return p, true
 	}
 	p.Auth = true
-	tok, fromCookie := SessionToken(c.Request())
-	if tok == "" {
+	value, fromCookie := SessionToken(c.Request())
+	if value == "" {
 		return p, false
 	}
-	scope, err := d.cfg.Access.Check(c.Request().Context(), tok)
+	tok, err := d.cfg.Access.Authenticate(ctx, value)
 	if err != nil {
 		return p, false
 	}
-	p.SignedIn, p.Scope = fromCookie, scope
-	p.CanAsk = scope == "ask" || scope == "admin"
-	p.CSRF = CSRFToken(tok)
+	c.SetRequest(c.Request().WithContext(chat.WithToken(ctx, tok)))
+	p.SignedIn, p.Scope = fromCookie, string(tok.Scope)
+	p.CanAsk = tok.Scope.Includes(chat.ScopeAsk)
+	p.CSRF = CSRFToken(value)
 	return p, true
-}
-
-func (d *Dashboard) allowed(c echo.Context, repo string) bool {
-	return d.cfg.Access == nil || d.cfg.Access.Allowed(c.Request(), repo)
 }
 
 // render writes page name with status.

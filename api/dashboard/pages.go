@@ -60,7 +60,6 @@ func (d *Dashboard) repositories(c echo.Context) error {
 	if err != nil {
 		return d.fail(c, p, err)
 	}
-	rs = slices.DeleteFunc(rs, func(r chat.Repository) bool { return !d.allowed(c, r.Name) })
 	p.Title, p.Data = "Repositories", rs
 	return d.render(c, http.StatusOK, "repositories", p)
 }
@@ -71,9 +70,6 @@ func (d *Dashboard) pulls(c echo.Context) error {
 		return d.signinRedirect(c)
 	}
 	repo := repoParam(c)
-	if !d.allowed(c, repo) {
-		return d.fail(c, p, chat.Errorf(chat.CodeRepositoryNotFound, "no repository %q", repo))
-	}
 	prs, err := d.svc.PullRequests(c.Request().Context(), repo)
 	if err != nil {
 		return d.fail(c, p, err)
@@ -96,9 +92,6 @@ func (d *Dashboard) pull(c echo.Context) error {
 	pr, err := positive(c, "pr")
 	if err != nil {
 		return d.fail(c, p, err)
-	}
-	if !d.allowed(c, repo) {
-		return d.fail(c, p, chat.Errorf(chat.CodeRepositoryNotFound, "no repository %q", repo))
 	}
 	ctx := c.Request().Context()
 	reviews, err := d.svc.Reviews(ctx, repo, pr)
@@ -139,9 +132,6 @@ func (d *Dashboard) review(c echo.Context) error {
 		if v, err = positive(c, "version"); err != nil {
 			return d.fail(c, p, err)
 		}
-	}
-	if !d.allowed(c, repo) {
-		return d.fail(c, p, chat.Errorf(chat.CodeRepositoryNotFound, "no repository %q", repo))
 	}
 	ctx := c.Request().Context()
 	rv, err := d.svc.Review(ctx, repo, pr, v)
@@ -193,9 +183,6 @@ func (d *Dashboard) loadConversation(c echo.Context, p page) (chat.Conversation,
 	conv, err := d.svc.Conversation(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return conv, err
-	}
-	if !d.allowed(c, conv.Repository) {
-		return conv, chat.Errorf(chat.CodeNotFound, "conversation %s not found", c.Param("id"))
 	}
 	return conv, nil
 }
@@ -267,9 +254,6 @@ func (d *Dashboard) team(c echo.Context) error {
 		}
 	}
 	repo := c.QueryParam("repo")
-	if repo != "" && !d.allowed(c, repo) {
-		return d.fail(c, p, chat.Errorf(chat.CodeRepositoryNotFound, "no repository %q", repo))
-	}
 	st, err := d.svc.Stats(c.Request().Context(), time.Duration(days)*24*time.Hour, repo)
 	if err != nil {
 		return d.fail(c, p, err)
@@ -291,11 +275,11 @@ func (d *Dashboard) signin(c echo.Context) error {
 	p := page{Title: "Sign in", Auth: d.cfg.Access != nil}
 	next := safeNext(c.FormValue("next"))
 	tok := strings.TrimSpace(c.FormValue("token"))
-	if d.cfg.Access == nil {
+	if required, err := d.accessRequired(c); !required || err != nil {
 		p.Data = struct{ Next, Error string }{next, "This server has no API tokens: no sign-in is needed."}
 		return d.render(c, http.StatusBadRequest, "signin", p)
 	}
-	if _, err := d.cfg.Access.Check(c.Request().Context(), tok); tok == "" || err != nil {
+	if _, err := d.cfg.Access.Authenticate(c.Request().Context(), tok); tok == "" || err != nil {
 		p.Data = struct{ Next, Error string }{next, "That token is not valid."}
 		return d.render(c, http.StatusUnauthorized, "signin", p)
 	}
@@ -317,7 +301,7 @@ func (d *Dashboard) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 		if !ok {
 			return d.signinRedirect(c)
 		}
-		if p.Scope != "admin" {
+		if p.Scope != string(chat.ScopeAdmin) {
 			return d.fail(c, p, chat.Errorf(chat.CodeForbidden, "queue internals are for admins"))
 		}
 		if !CheckCSRF(c.Request()) {
@@ -325,4 +309,12 @@ func (d *Dashboard) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		return next(c)
 	}
+}
+
+// accessRequired reports whether the API needs tokens now.
+func (d *Dashboard) accessRequired(c echo.Context) (bool, error) {
+	if d.cfg.Access == nil {
+		return false, nil
+	}
+	return d.cfg.Access.Required(c.Request().Context())
 }

@@ -301,6 +301,7 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 	// A worker alone serves its liveness and metrics on the same address.
 	if r.api {
 		dash, err := dashboard.New(dashboard.Config{
+			Access:      access,
 			Logger:      log,
 			AdminQueues: worker.NewQueueMonitor(d.rdb, "/admin/queues"),
 		}, d.svc)

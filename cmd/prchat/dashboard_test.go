@@ -338,3 +338,113 @@ func copyFile(t *testing.T, from, to string) {
 	}
 	t.Logf("wrote %s", to)
 }
+
+// TestDashboardSignIn: once tokens exist the dashboard asks for one, keeps
+// it in a cookie scripts cannot read, shows a read token no ask box, signs
+// out, and lets an ask token ask (its requests carry the CSRF token); the
+// cookie alone cannot change anything.
+func TestDashboardSignIn(t *testing.T) {
+	b := newBrowser(t)
+	e := setup(t, mode{name: "embedded"}, nil)
+	conv, _ := e.ask(e.review("local", nil), "Why does Load refuse an empty path?")
+	e.wait(conv, 1)
+	access, err := chat.NewAccess(chat.AccessConfig{}, e.d.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, reader, err := access.CreateToken(t.Context(), "reader", chat.ScopeRead, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, asker, err := access.CreateToken(t.Context(), "asker", chat.ScopeAsk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := e.url
+	// The API notices the first token within a second or so.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get(base + "/api/v1/repos")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusUnauthorized {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the API stays open after a token was made")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	signIn := func(token string) {
+		t.Helper()
+		b.run("sign in", chromedp.Navigate(base+"/ui/conversations/"+conv), chromedp.WaitVisible(chromedp.CSS("#token")),
+			chromedp.SendKeys(chromedp.CSS("#token"), token), chromedp.Click(chromedp.CSS("#signin")),
+			chromedp.WaitVisible(chromedp.CSS("#turn-1")))
+	}
+	b.run("wrong token", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), "prc_not-a-token"), chromedp.Click(chromedp.CSS("#signin")),
+		chromedp.WaitVisible(chromedp.CSS("p.error")))
+	b.shot("signin")
+	// The console shows the 401 of the refused sign-in: not a page error.
+	b.mu.Lock()
+	b.problems = nil
+	b.mu.Unlock()
+
+	signIn(reader)
+	if n := eval[int](b, `document.querySelectorAll("#ask").length`); n != 0 {
+		t.Error("a read token gets an ask box")
+	}
+	if c := eval[string](b, `document.cookie`); strings.Contains(c, "prchat_session") {
+		t.Errorf("scripts can read the session cookie: %q", c)
+	}
+	b.run("sign out", chromedp.Click(chromedp.CSS("#signout")), chromedp.WaitVisible(chromedp.CSS("#token")))
+
+	signIn(asker)
+	b.run("ask", chromedp.SendKeys(chromedp.CSS("#question"), "And a nil path?"), chromedp.Click(chromedp.CSS("#send")),
+		chromedp.WaitVisible(chromedp.CSS("#turn-2")))
+	if got := e.waitAs(asker, conv, 2); got.State != "succeeded" {
+		t.Errorf("turn asked from the dashboard = %s %s", got.State, got.Reason)
+	}
+	b.noProblems("signed in")
+
+	// The session cookie without its CSRF token changes nothing.
+	req, _ := http.NewRequest("POST", base+"/api/v1/conversations/"+conv+"/turns", strings.NewReader(`{"question":"forged?"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.AddCookie(&http.Cookie{Name: "prchat_session", Value: asker})
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a cookie-only POST = %d, want 403", resp.StatusCode)
+	}
+}
+
+// waitAs long-polls a turn with token until it settles.
+func (e *env) waitAs(token, conv string, n int) turnJSON {
+	e.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		req, _ := http.NewRequest("GET", fmt.Sprintf("%s/api/v1/conversations/%s/turns/%d?wait=5s", e.url, conv, n), nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		var t turnJSON
+		err = json.NewDecoder(resp.Body).Decode(&t)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			e.t.Fatalf("poll turn %d: %d %v", n, resp.StatusCode, err)
+		}
+		if chat.State(t.State).Final() {
+			return t
+		}
+	}
+	e.t.Fatalf("turn %s/%d did not settle", conv, n)
+	return turnJSON{}
+}
