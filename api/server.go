@@ -40,6 +40,9 @@ type Config struct {
 	RequestRate chat.Rate
 	// Now tells the time to the rate limits; default time.Now.
 	Now func() time.Time
+	// GitHub and GitLab configure the webhook routes.
+	GitHub WebhookConfig
+	GitLab WebhookConfig
 }
 
 func (c Config) withDefaults() Config {
@@ -66,6 +69,9 @@ type Server struct {
 	log     *slog.Logger
 	echo    *echo.Echo
 	metrics *metrics
+
+	webhookMetrics         *webhookMetrics
+	githubSelf, gitlabSelf *selfLogin
 
 	mu     sync.Mutex
 	http   *http.Server
@@ -96,6 +102,9 @@ func newServer(cfg Config, svc Service) *Server {
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, svc: svc, log: cfg.Logger, echo: echo.New(), limits: newRequestLimits(cfg.RequestRate)}
 	s.metrics = newMetrics(cfg.Registry)
+	s.webhookMetrics = newWebhookMetrics(cfg.Registry)
+	s.githubSelf = &selfLogin{get: cfg.GitHub.Self}
+	s.gitlabSelf = &selfLogin{get: cfg.GitLab.Self}
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
@@ -166,6 +175,11 @@ func (s *Server) routes() {
 	e := s.echo
 	e.GET("/readyz", s.readyz)
 	e.GET("/openapi.json", s.openAPI)
+
+	// Webhooks are authenticated by their signature, not by API tokens,
+	// and read their own (larger) bodies.
+	e.POST("/webhooks/github", s.githubWebhook)
+	e.POST("/webhooks/gitlab", s.gitlabWebhook)
 
 	v1 := guarded{e.Group("/api/v1"), s.authorize}
 	v1.POST("/repos", s.registerRepository)

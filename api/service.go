@@ -48,4 +48,7 @@ type Service interface {
 	PullRequests(ctx context.Context, repo string) ([]chat.PullRequest, error)
 	FileLines(ctx context.Context, repo string, pr, version int, path string, start, end int) (chat.FileLines, error)
 	Stats(ctx context.Context, window time.Duration, repo string) (chat.Stats, error)
+	// ReceiveComment takes a question from a pull request's comment (the
+	// webhooks): stored once, asked at once when it can be.
+	ReceiveComment(ctx context.Context, c chat.Comment, autoRegister bool) (chat.Receipt, error)
 }

@@ -62,6 +62,12 @@ type Config struct {
 	// (through Deps.Limiter). Zero: no limit.
 	QuestionsPerRepo  Rate
 	QuestionsPerToken Rate
+	// CommentPoll is how often a webhook question waiting for its turn, or
+	// for a pending conversation, is looked at again. Default 1s.
+	CommentPoll time.Duration
+	// CommentLease is how long one process holds a webhook question it
+	// works on before another may take it. Default 1m.
+	CommentLease time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -71,6 +77,8 @@ func (c Config) withDefaults() Config {
 	c.DefaultBackend = cmp.Or(c.DefaultBackend, BackendLocal)
 	c.MaxAttempts = cmp.Or(c.MaxAttempts, 3)
 	c.TakeoverAfter = cmp.Or(c.TakeoverAfter, time.Minute)
+	c.CommentPoll = cmp.Or(c.CommentPoll, time.Second)
+	c.CommentLease = cmp.Or(c.CommentLease, time.Minute)
 	return c
 }
 
@@ -112,6 +120,11 @@ type Deps struct {
 	Clones Clones
 	// Limiter, if set, enforces the question rate limits.
 	Limiter RateLimiter
+	// Comments keeps webhook questions; Forges post their answers back;
+	// CommentObserver counts the replies (all optional).
+	Comments        CommentStore
+	Forges          []Forge
+	CommentObserver CommentObserver
 	// Publisher and Follower, if set, deliver events live.
 	Publisher Publisher
 	Follower  Follower
@@ -124,25 +137,28 @@ type Deps struct {
 // lookup methods, the worker calls Run, and the reconciler calls
 // PendingTurns, Enqueue and Settle.
 type Service struct {
-	cfg        Config
-	store      Store
-	queue      Queue
-	hosts      Hosts
-	workspaces Workspaces
-	backends   map[string]Backend
-	masker     *mask.Masker
-	publisher  Publisher
-	follower   Follower
-	settings   SettingsStore
-	sealer     *Sealer
-	histories  HistoryStore
-	reports    ReportStore
-	files      FileReader
-	observer   Observer
-	clones     Clones
-	limiter    RateLimiter
-	log        *slog.Logger
-	now        Clock
+	cfg             Config
+	store           Store
+	queue           Queue
+	hosts           Hosts
+	workspaces      Workspaces
+	backends        map[string]Backend
+	masker          *mask.Masker
+	publisher       Publisher
+	follower        Follower
+	settings        SettingsStore
+	sealer          *Sealer
+	histories       HistoryStore
+	reports         ReportStore
+	files           FileReader
+	observer        Observer
+	clones          Clones
+	limiter         RateLimiter
+	log             *slog.Logger
+	now             Clock
+	comments        CommentStore
+	forges          map[string]Forge
+	commentObserver CommentObserver
 
 	inflight sync.Map // turn id -> struct{}: runs of this process
 	repos    repoCache
@@ -158,25 +174,28 @@ func NewService(cfg Config, d Deps) (*Service, error) {
 		return nil, errors.New("chat: Store, Queue and Hosts are required")
 	}
 	s := &Service{
-		cfg:        cfg,
-		store:      d.Store,
-		queue:      d.Queue,
-		hosts:      d.Hosts,
-		workspaces: d.Workspaces,
-		backends:   make(map[string]Backend),
-		masker:     d.Masker,
-		publisher:  d.Publisher,
-		follower:   d.Follower,
-		settings:   d.Settings,
-		sealer:     d.Sealer,
-		histories:  d.Histories,
-		reports:    d.Reports,
-		files:      d.Files,
-		observer:   d.Observer,
-		clones:     d.Clones,
-		limiter:    d.Limiter,
-		log:        cmp.Or(d.Logger, slog.New(slog.DiscardHandler)),
-		now:        d.Now,
+		cfg:             cfg,
+		store:           d.Store,
+		queue:           d.Queue,
+		hosts:           d.Hosts,
+		workspaces:      d.Workspaces,
+		backends:        make(map[string]Backend),
+		masker:          d.Masker,
+		publisher:       d.Publisher,
+		follower:        d.Follower,
+		settings:        d.Settings,
+		sealer:          d.Sealer,
+		histories:       d.Histories,
+		reports:         d.Reports,
+		files:           d.Files,
+		observer:        d.Observer,
+		clones:          d.Clones,
+		limiter:         d.Limiter,
+		log:             cmp.Or(d.Logger, slog.New(slog.DiscardHandler)),
+		now:             d.Now,
+		comments:        d.Comments,
+		forges:          make(map[string]Forge),
+		commentObserver: d.CommentObserver,
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -186,6 +205,9 @@ func NewService(cfg Config, d Deps) (*Service, error) {
 	}
 	for _, b := range d.Backends {
 		s.backends[b.Name()] = b
+	}
+	for _, f := range d.Forges {
+		s.forges[f.Name()] = f
 	}
 	return s, nil
 }

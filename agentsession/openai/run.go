@@ -248,7 +248,7 @@ func (t *turn) loop(ctx context.Context) (string, error) {
 		}
 		if len(r.calls) == 0 {
 			if r.finish == string(goopenai.FinishReasonLength) {
-				t.note("The model's reply was cut short at its output token limit.")
+				t.note(chat.NoteCutShort)
 			}
 			return r.content, nil
 		}

@@ -1,0 +1,525 @@
+package chat
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// Forge names: where a pull request's comments come from.
+const (
+	ForgeGitHub = "github"
+	ForgeGitLab = "gitlab"
+)
+
+// AskCommand is the command that starts a question in a PR comment.
+const AskCommand = "/ask"
+
+// ParseAsk returns the question of a comment whose body starts with /ask
+// and a question. ok is false for any other comment; a bare /ask is ok with
+// an empty question.
+func ParseAsk(body string) (question string, ok bool) {
+	b := strings.TrimLeftFunc(body, unicode.IsSpace)
+	rest, found := strings.CutPrefix(b, AskCommand)
+	if !found {
+		return "", false
+	}
+	if rest != "" {
+		r := []rune(rest)[0]
+		if !unicode.IsSpace(r) {
+			return "", false // "/asking", "/ask-me"
+		}
+	}
+	return strings.TrimSpace(rest), true
+}
+
+// Comment is a question asked in a pull request's comment, as a forge's
+// webhook delivered it. Everything in it comes from the (signed) event.
+type Comment struct {
+	Forge string
+	// DeliveryID is the forge's id of the delivery (X-GitHub-Delivery,
+	// GitLab's Idempotency-Key or the note id).
+	DeliveryID string
+	// Repository is owner/name; CloneURL and HTMLURL are the repository's
+	// clone and web addresses from the event.
+	Repository string
+	CloneURL   string
+	HTMLURL    string
+	PR         int
+	// CommentID is the forge's id of the comment.
+	CommentID int64
+	Question  string
+	// Focus is the anchor of a review comment (nil for a timeline comment).
+	Focus *Focus
+	// Thread is the review thread (GitHub: its root comment id, GitLab: the
+	// discussion id); "" for a comment in the PR's timeline.
+	Thread string
+	// Installation is the GitHub App installation the event came through.
+	Installation int64
+	// HeadSHA and BaseSHA are the PR's commits when the event names them.
+	HeadSHA, BaseSHA string
+}
+
+// Comment states: received (no turn yet), waiting (behind a pending turn of
+// its conversation), queued (its turn exists; the answer is to be posted),
+// posted, failed (gave up posting or asking).
+const (
+	CommentReceived = "received"
+	CommentWaiting  = "waiting"
+	CommentQueued   = "queued"
+	CommentPosted   = "posted"
+	CommentFailed   = "failed"
+)
+
+// WebhookComment is a received comment question with what became of it: the
+// inbox of questions and the outbox of their answers in one record.
+type WebhookComment struct {
+	Comment
+	ID string
+	// TurnID is the id the question's turn gets (fixed on receipt, so that
+	// the turn is made once however often the comment is processed).
+	TurnID         string
+	ConversationID string
+	TurnNumber     int
+	State          string
+	// Reacted says whether the 👀 reaction was made.
+	Reacted bool
+	// PostTried says that posting the answer was tried: the next attempt
+	// first looks for a reply already there.
+	PostTried bool
+	// ReplyID is the forge's id of the posted answer.
+	ReplyID string
+	// Attempts counts the tries to ask or post; NextAttempt is when the next
+	// is due; Error is the last failure (for operators).
+	Attempts    int
+	NextAttempt time.Time
+	Error       string
+	// Version changes on every update (optimistic locking).
+	Version   int64
+	CreatedAt time.Time
+}
+
+// CommentStore keeps the webhook questions and their replies. Implemented
+// by package store.
+type CommentStore interface {
+	// AddComment stores a received comment (state received) and fills its
+	// ID, Version and CreatedAt. A delivery id or a (forge, repository,
+	// comment id) already stored is ErrDuplicate, and nothing is stored.
+	AddComment(ctx context.Context, c *WebhookComment) error
+	// UpdateComment stores c's processing fields if its Version is still the
+	// stored one, and bumps c.Version; else it returns ErrFenced.
+	UpdateComment(ctx context.Context, c *WebhookComment) error
+	// DueComments lists comments in state received, waiting or queued
+	// whose next attempt is due at now, oldest first.
+	DueComments(ctx context.Context, now time.Time, limit int) ([]WebhookComment, error)
+	// ClaimThread returns the conversation of a thread; a thread with none
+	// gets conversationID.
+	ClaimThread(ctx context.Context, forge, repo string, pr int, thread, conversationID string) (string, error)
+}
+
+// ErrDuplicate means a webhook delivery or comment was received before.
+var ErrDuplicate = errors.New("delivery or comment already received")
+
+// ErrForgeRefused means the forge refused a request for good (a 4xx other
+// than a rate limit): retrying will not help.
+var ErrForgeRefused = errors.New("the forge refused the request")
+
+// CommentRef says which comment of which PR a forge call is about.
+type CommentRef struct {
+	Repository   string
+	PR           int
+	CommentID    int64
+	Thread       string
+	Installation int64
+}
+
+// Forge is a code host's API that questions come from and answers go to.
+// Implemented by packages api/github and api/gitlab.
+type Forge interface {
+	// Name is the forge's name (ForgeGitHub, ForgeGitLab).
+	Name() string
+	// PullRequest returns a PR's head and base commits.
+	PullRequest(ctx context.Context, ref CommentRef) (head, base string, err error)
+	// React marks the comment as seen (GitHub: the 👀 reaction).
+	React(ctx context.Context, ref CommentRef) error
+	// FindReply returns the id of a reply to the comment already posted
+	// whose body holds marker ("" when there is none).
+	FindReply(ctx context.Context, ref CommentRef, marker string) (string, error)
+	// PostReply posts body as the answer to the comment: in its review
+	// thread or discussion, else in the PR's timeline. It returns the id of
+	// the posted reply.
+	PostReply(ctx context.Context, ref CommentRef, body string) (string, error)
+}
+
+// CommentObserver is told what became of webhook questions, for metrics.
+// Implemented by package worker.
+type CommentObserver interface {
+	// ReplyPosted counts a posted answer; ReplyFailed an answer given up.
+	ReplyPosted(forge string)
+	ReplyFailed(forge string)
+}
+
+// Receipt is what a received comment became, as the webhook answers it.
+type Receipt struct {
+	// Status is queued, waiting (behind the conversation's pending turn),
+	// duplicate or ignored.
+	Status         string `json:"status"`
+	Reason         string `json:"reason,omitempty"`
+	ConversationID string `json:"conversation_id,omitempty"`
+	Turn           int    `json:"turn,omitempty"`
+}
+
+// Receipt statuses.
+const (
+	ReceiptQueued    = "queued"
+	ReceiptWaiting   = "waiting"
+	ReceiptDuplicate = "duplicate"
+	ReceiptIgnored   = "ignored"
+)
+
+// commentRetry is how long after a failed or deferred attempt a comment is
+// tried again: exponential from one second, capped at five minutes.
+func commentRetry(attempts int) time.Duration {
+	d := time.Second << min(attempts, 9)
+	return min(d, 5*time.Minute)
+}
+
+// maxCommentAttempts is how often asking or posting is tried before a
+// comment is given up as failed.
+const maxCommentAttempts = 12
+
+func (s *Service) commentsReady() error {
+	if s.comments == nil {
+		return Errorf(CodeUnavailable, "this process keeps no webhook questions")
+	}
+	return nil
+}
+
+// ReceiveComment takes a question from a PR comment: it stores it once
+// (a delivery or comment received before is a duplicate), and asks it at
+// once when it can. What it could not do yet (the PR's commits from the
+// forge, a busy conversation) DeliverReplies does later; the question is
+// never lost.
+//
+// An unregistered repository is registered from the event's clone URL when
+// autoRegister is set, else the comment is ignored.
+func (s *Service) ReceiveComment(ctx context.Context, c Comment, autoRegister bool) (Receipt, error) {
+	if err := s.commentsReady(); err != nil {
+		return Receipt{}, err
+	}
+	if err := CheckRepoName(c.Repository); err != nil {
+		return Receipt{Status: ReceiptIgnored, Reason: "the event names no repository as owner/name"}, nil
+	}
+	if _, err := s.repository(ctx, c.Repository); err != nil {
+		if ErrorCode(err) != CodeRepositoryNotFound {
+			return Receipt{}, err
+		}
+		if !autoRegister || c.CloneURL == "" {
+			return Receipt{Status: ReceiptIgnored, Reason: fmt.Sprintf("repository %s is not registered with prchat", c.Repository)}, nil
+		}
+		if _, _, err := s.RegisterRepository(ctx, Repository{Name: c.Repository, CloneURL: c.CloneURL}); err != nil {
+			return Receipt{}, fmt.Errorf("register %s from its webhook: %w", c.Repository, err)
+		}
+		s.log.InfoContext(ctx, "registered repository from a webhook", slog.String("repository", c.Repository), slog.String("forge", c.Forge))
+	}
+	if c.Question == "" {
+		return Receipt{Status: ReceiptIgnored, Reason: "no question after " + AskCommand}, nil
+	}
+	if err := (Ask{Question: c.Question, Focus: c.Focus}).Validate(); err != nil {
+		return Receipt{Status: ReceiptIgnored, Reason: ErrorMessage(err)}, nil
+	}
+	wc := WebhookComment{Comment: c, TurnID: newSessionID(), State: CommentReceived, NextAttempt: s.now()}
+	if err := s.comments.AddComment(ctx, &wc); err != nil {
+		if errors.Is(err, ErrDuplicate) {
+			return Receipt{Status: ReceiptDuplicate}, nil
+		}
+		return Receipt{}, err
+	}
+	r, err := s.askComment(ctx, &wc)
+	if err != nil {
+		// Stored: DeliverReplies asks it later.
+		s.log.WarnContext(ctx, "ask a webhook question; it will be tried again",
+			slog.String("comment", wc.ID), slog.String("repository", c.Repository), slog.Any("err", err))
+		s.deferComment(ctx, &wc, err)
+		return Receipt{Status: ReceiptQueued}, nil
+	}
+	return r, nil
+}
+
+// askComment makes the turn of a received or waiting comment (once: the
+// turn id is the comment's), and records what became of it.
+func (s *Service) askComment(ctx context.Context, wc *WebhookComment) (Receipt, error) {
+	if t, err := s.store.TurnByID(ctx, wc.TurnID); err == nil {
+		return s.commentQueued(ctx, wc, t.ConversationID, t.Number)
+	} else if ErrorCode(err) != CodeNotFound {
+		return Receipt{}, err
+	}
+	rev, err := s.commentReview(ctx, wc)
+	if err != nil {
+		return Receipt{}, err
+	}
+	thread := "timeline/v" + strconv.Itoa(rev.Version)
+	if wc.Thread != "" {
+		thread = "thread/" + wc.Thread
+	}
+	convID, err := s.comments.ClaimThread(ctx, wc.Forge, wc.Repository, wc.PR, thread, newSessionID())
+	if err != nil {
+		return Receipt{}, err
+	}
+	a := Ask{Question: wc.Question, Focus: wc.Focus}
+	head, err := s.store.ConversationHead(ctx, convID)
+	switch {
+	case ErrorCode(err) == CodeNotFound:
+		// The thread's first question: its conversation is about the
+		// review version it was asked on.
+		c := Conversation{
+			ID:            convID,
+			ReviewID:      rev.ID,
+			Repository:    rev.Repository,
+			PR:            rev.PR,
+			ReviewVersion: rev.Version,
+			Title:         Title(a.Question),
+			Backend:       cmp.Or(rev.Backend, s.cfg.DefaultBackend),
+			Model:         rev.Model,
+		}
+		t := s.newTurn(c, a)
+		t.ID = wc.TurnID
+		t.Queue = s.route(ctx, t.Backend, rev.SessionHost)
+		if err := s.store.CreateConversation(ctx, &c, &t); err != nil {
+			return Receipt{}, fmt.Errorf("begin the conversation of comment %d: %w", wc.CommentID, err)
+		}
+		s.enqueue(ctx, t)
+		s.feed(ctx, c.Repository, c.PR, t, StateQueued, "")
+		return s.commentQueued(ctx, wc, c.ID, t.Number)
+	case err != nil:
+		return Receipt{}, err
+	}
+	t := s.newTurn(head, a)
+	t.ID = wc.TurnID
+	host := head.SessionHost
+	if head.SessionID == "" {
+		if rv, err := s.reviewByID(ctx, head.ReviewID); err == nil {
+			host = rv.SessionHost
+		}
+	}
+	t.Queue = s.route(ctx, t.Backend, host)
+	if err := s.store.AddTurn(ctx, &t); err != nil {
+		if ErrorCode(err) != CodeBusy {
+			return Receipt{}, err
+		}
+		// Queued behind the pending turn: asked when it settles.
+		wc.ConversationID = head.ID
+		wc.State = CommentWaiting
+		wc.NextAttempt = s.now().Add(s.cfg.CommentPoll)
+		if err := s.comments.UpdateComment(ctx, wc); err != nil && !errors.Is(err, ErrFenced) {
+			return Receipt{}, err
+		}
+		return Receipt{Status: ReceiptWaiting, ConversationID: head.ID, Reason: "the conversation has a question pending; this one is asked when it is answered"}, nil
+	}
+	s.enqueue(ctx, t)
+	s.feed(ctx, head.Repository, head.PR, t, StateQueued, "")
+	return s.commentQueued(ctx, wc, head.ID, t.Number)
+}
+
+func (s *Service) commentQueued(ctx context.Context, wc *WebhookComment, convID string, n int) (Receipt, error) {
+	wc.ConversationID, wc.TurnNumber, wc.State = convID, n, CommentQueued
+	wc.NextAttempt, wc.Error = s.now(), ""
+	if err := s.comments.UpdateComment(ctx, wc); err != nil && !errors.Is(err, ErrFenced) {
+		return Receipt{}, err
+	}
+	return Receipt{Status: ReceiptQueued, ConversationID: convID, Turn: n}, nil
+}
+
+// commentReview returns the PR's latest review version, or records one
+// made from the PR's head and base (from the event, else the forge) when
+// there is none: a version with no agent session, so the conversation is
+// seeded with the default backend.
+func (s *Service) commentReview(ctx context.Context, wc *WebhookComment) (Review, error) {
+	rev, err := s.review(ctx, wc.Repository, wc.PR, 0)
+	if err == nil || ErrorCode(err) != CodeNoReview {
+		return rev, err
+	}
+	head, base := wc.HeadSHA, wc.BaseSHA
+	if head == "" || base == "" {
+		f, ok := s.forges[wc.Forge]
+		if !ok {
+			return Review{}, fmt.Errorf("no %s API is configured to look up %s#%d", wc.Forge, wc.Repository, wc.PR)
+		}
+		if head, base, err = f.PullRequest(ctx, wc.ref()); err != nil {
+			return Review{}, fmt.Errorf("look up %s#%d: %w", wc.Repository, wc.PR, err)
+		}
+	}
+	rev, err = s.RecordReview(ctx, wc.Repository, Review{
+		PR:      wc.PR,
+		HeadSHA: head,
+		BaseSHA: base,
+		Markdown: fmt.Sprintf("No review was recorded for pull request #%d; prchat made this version from the "+
+			"pull request's head and base when a question arrived from %s.", wc.PR, wc.Forge),
+	})
+	if err != nil {
+		return Review{}, err
+	}
+	s.log.InfoContext(ctx, "recorded a review version for a question on an unreviewed PR",
+		slog.String("repository", wc.Repository), slog.Int("pr", wc.PR), slog.Int("version", rev.Version))
+	return rev, nil
+}
+
+func (c Comment) ref() CommentRef {
+	return CommentRef{Repository: c.Repository, PR: c.PR, CommentID: c.CommentID, Thread: c.Thread, Installation: c.Installation}
+}
+
+// deferComment records a failed attempt and when to try again; after
+// maxCommentAttempts the comment is given up.
+func (s *Service) deferComment(ctx context.Context, wc *WebhookComment, cause error) {
+	wc.Attempts++
+	wc.Error = s.masker.String(cause.Error())
+	if len(wc.Error) > 2000 {
+		wc.Error = wc.Error[:2000]
+	}
+	wc.NextAttempt = s.now().Add(commentRetry(wc.Attempts))
+	if wc.Attempts >= maxCommentAttempts || errors.Is(cause, ErrForgeRefused) {
+		wc.State = CommentFailed
+		if s.commentObserver != nil {
+			s.commentObserver.ReplyFailed(wc.Forge)
+		}
+		s.log.WarnContext(ctx, "gave up a webhook question", slog.String("comment", wc.ID),
+			slog.String("forge", wc.Forge), slog.Int("attempts", wc.Attempts), slog.Any("err", cause))
+	}
+	if err := s.comments.UpdateComment(ctx, wc); err != nil && !errors.Is(err, ErrFenced) {
+		s.log.WarnContext(ctx, "record a webhook question's attempt", slog.String("comment", wc.ID), slog.Any("err", err))
+	}
+}
+
+// DeliverReplies does what is due for the webhook questions: it reacts to
+// new ones, asks those not asked yet (or waiting behind a pending turn), and
+// posts the answers of settled turns, each exactly once: before posting
+// again after a failure it looks for a reply carrying the turn's marker. It
+// returns how many comments it worked on.
+func (s *Service) DeliverReplies(ctx context.Context) (int, error) {
+	if err := s.commentsReady(); err != nil {
+		return 0, err
+	}
+	due, err := s.comments.DueComments(ctx, s.now(), 50)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range due {
+		if ctx.Err() != nil {
+			break
+		}
+		wc := &due[i]
+		// Take the comment for a while, so that another process leaves it.
+		wc.NextAttempt = s.now().Add(s.cfg.CommentLease)
+		if err := s.comments.UpdateComment(ctx, wc); err != nil {
+			if !errors.Is(err, ErrFenced) {
+				return n, err
+			}
+			continue
+		}
+		n++
+		s.deliverComment(ctx, wc)
+	}
+	return n, nil
+}
+
+func (s *Service) deliverComment(ctx context.Context, wc *WebhookComment) {
+	f, ok := s.forges[wc.Forge]
+	if ok && !wc.Reacted {
+		if err := f.React(ctx, wc.ref()); err != nil {
+			s.log.WarnContext(ctx, "react to a comment", slog.String("comment", wc.ID), slog.Any("err", err))
+		} else {
+			wc.Reacted = true
+		}
+	}
+	switch wc.State {
+	case CommentReceived, CommentWaiting:
+		if _, err := s.askComment(ctx, wc); err != nil {
+			s.deferComment(ctx, wc, err)
+		}
+		return
+	}
+	t, err := s.store.TurnByID(ctx, wc.TurnID)
+	if err != nil {
+		s.deferComment(ctx, wc, err)
+		return
+	}
+	if !t.State.Final() {
+		wc.NextAttempt = s.now().Add(s.cfg.CommentPoll)
+		if err := s.comments.UpdateComment(ctx, wc); err != nil && !errors.Is(err, ErrFenced) {
+			s.log.WarnContext(ctx, "record a webhook question", slog.String("comment", wc.ID), slog.Any("err", err))
+		}
+		return
+	}
+	if !ok {
+		s.deferComment(ctx, wc, fmt.Errorf("no %s API is configured to post the answer", wc.Forge))
+		return
+	}
+	if err := s.postReply(ctx, f, wc, t); err != nil {
+		s.log.WarnContext(ctx, "post an answer; it will be tried again", slog.String("comment", wc.ID),
+			slog.String("forge", wc.Forge), slog.Int("attempt", wc.Attempts+1), slog.Any("err", err))
+		s.deferComment(ctx, wc, err)
+		return
+	}
+	wc.State, wc.Error = CommentPosted, ""
+	if err := s.comments.UpdateComment(ctx, wc); err != nil && !errors.Is(err, ErrFenced) {
+		s.log.WarnContext(ctx, "record a posted answer", slog.String("comment", wc.ID), slog.Any("err", err))
+	}
+	if s.commentObserver != nil {
+		s.commentObserver.ReplyPosted(wc.Forge)
+	}
+	s.log.InfoContext(ctx, "posted an answer", slog.String("comment", wc.ID), slog.String("forge", wc.Forge),
+		slog.String("repository", wc.Repository), slog.Int("pr", wc.PR), slog.String("state", string(t.State)))
+}
+
+// postReply posts the answer of turn t to wc, unless a reply carrying the
+// turn's marker is there already (an earlier attempt posted it and then
+// failed to record that).
+func (s *Service) postReply(ctx context.Context, f Forge, wc *WebhookComment, t Turn) error {
+	marker := ReplyMarker(t.ID)
+	if wc.PostTried {
+		id, err := f.FindReply(ctx, wc.ref(), marker)
+		if err != nil {
+			return fmt.Errorf("look for an earlier reply: %w", err)
+		}
+		if id != "" {
+			wc.ReplyID = id
+			return nil
+		}
+	}
+	c, err := s.store.ConversationHead(ctx, t.ConversationID)
+	if err != nil {
+		return fmt.Errorf("conversation of turn %s: %w", t.ID, err)
+	}
+	rev, err := s.reviewByID(ctx, c.ReviewID)
+	if err != nil {
+		return fmt.Errorf("review of turn %s: %w", t.ID, err)
+	}
+	// Recorded before posting: a process that stops after posting leaves
+	// the next attempt to look for the reply first.
+	wc.PostTried = true
+	if err := s.comments.UpdateComment(ctx, wc); err != nil {
+		return fmt.Errorf("record a post attempt: %w", err)
+	}
+	truncated := false
+	if evs, err := s.store.Events(ctx, t.ID, 0); err == nil {
+		for _, e := range evs {
+			if e.Type == EventNote && e.Text == NoteCutShort {
+				truncated = true
+			}
+		}
+	}
+	body := ReplyBody(ReplyInput{Turn: t, HTMLURL: wc.HTMLURL, HeadSHA: rev.HeadSHA, Truncated: truncated, Forge: wc.Forge})
+	id, err := f.PostReply(ctx, wc.ref(), body)
+	if err != nil {
+		return err
+	}
+	wc.ReplyID = id
+	return nil
+}
