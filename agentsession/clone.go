@@ -2,11 +2,13 @@ package agentsession
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -162,7 +164,11 @@ func (w *Workspaces) mirrorCommit(ctx context.Context, repo chat.Repository, sha
 		return path, full, err
 	}
 	start := time.Now()
-	_, fetchErr := w.git.Output(ctx, path, "fetch", "--quiet", "--prune", "origin")
+	git, err := w.remoteGit(ctx, repo)
+	if err != nil {
+		return "", "", err
+	}
+	_, fetchErr := git.Output(ctx, path, "fetch", "--quiet", "--prune", "origin")
 	if fetchErr != nil {
 		if ctx.Err() != nil {
 			return "", "", fmt.Errorf("fetch %s: %w", repo.Name, fetchErr)
@@ -177,7 +183,7 @@ func (w *Workspaces) mirrorCommit(ctx context.Context, repo chat.Repository, sha
 	// A commit no ref reaches (an old PR head) can still be fetched by its
 	// full id where the server allows it.
 	if len(sha) == 40 || len(sha) == 64 {
-		if _, ferr := w.git.Output(ctx, path, "fetch", "--quiet", "origin", sha); ferr != nil {
+		if _, ferr := git.Output(ctx, path, "fetch", "--quiet", "origin", sha); ferr != nil {
 			w.log.DebugContext(ctx, "git fetch commit", slog.String("repository", repo.Name), slog.Any("error", ferr))
 		}
 		if full, ok, err = w.resolve(ctx, path, sha); err != nil || ok {
@@ -205,7 +211,11 @@ func (w *Workspaces) cloneMirror(ctx context.Context, repo chat.Repository, path
 	}
 	defer os.RemoveAll(tmp)
 	start := time.Now()
-	if _, err := w.git.Output(ctx, "", "clone", "--mirror", "--quiet", "--", repo.CloneURL, tmp); err != nil {
+	git, err := w.remoteGit(ctx, repo)
+	if err != nil {
+		return err
+	}
+	if _, err := git.Output(ctx, "", "clone", "--mirror", "--quiet", "--", repo.CloneURL, tmp); err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("clone %s: %w", repo.Name, err)
 		}
@@ -277,4 +287,24 @@ func isRepo(path string) bool {
 		}
 	}
 	return true
+}
+
+// remoteGit is the git that clones and fetches repo: with the repository's
+// credentials (Config.Credentials) as an Authorization header, for an https
+// CloneURL only.
+func (w *Workspaces) remoteGit(ctx context.Context, repo chat.Repository) (Git, error) {
+	if w.creds == nil || !strings.HasPrefix(repo.CloneURL, "https://") {
+		return w.git, nil
+	}
+	user, password, err := w.creds(ctx, repo)
+	if err != nil {
+		return Git{}, &chat.Error{Code: chat.CodeNeedsClone, Message: fmt.Sprintf("cannot get the credentials to fetch %s", repo.Name), Err: err}
+	}
+	if user == "" {
+		return w.git, nil
+	}
+	g := w.git
+	basic := base64.StdEncoding.EncodeToString([]byte(user + ":" + password))
+	g.Env = append(slices.Clone(g.Env), "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=http.extraHeader", "GIT_CONFIG_VALUE_0=Authorization: Basic "+basic)
+	return g, nil
 }

@@ -25,6 +25,9 @@ type Git struct {
 	// Secrets are the daemon's configured secret values: a variable that
 	// holds one is not passed to git, whatever its name.
 	Secrets []string
+	// Env is added to each command's environment (credentials of a fetch
+	// as GIT_CONFIG_* entries, which git never prints).
+	Env []string
 }
 
 // GitError is a git command that failed: its arguments, its exit code (-1
@@ -74,7 +77,7 @@ func (g Git) Cmd(ctx context.Context, dir string, args ...string) *exec.Cmd {
 	}
 	full = append(full, args...)
 	cmd := Command(ctx, g.bin(), full...)
-	cmd.Env, _ = EnvPolicy{Allow: GitEnv(), Secrets: g.Secrets}.Env(os.Environ(),
+	cmd.Env, _ = EnvPolicy{Allow: GitEnv(), Secrets: g.Secrets}.Env(os.Environ(), append([]string{
 		"GIT_TERMINAL_PROMPT=0",
 		"GIT_ASKPASS=",
 		"SSH_ASKPASS=",
@@ -82,7 +85,7 @@ func (g Git) Cmd(ctx context.Context, dir string, args ...string) *exec.Cmd {
 		"GIT_OPTIONAL_LOCKS=0",
 		// Large files stay pointers: a checkout never downloads them.
 		"GIT_LFS_SKIP_SMUDGE=1",
-	)
+	}, g.Env...)...)
 	return cmd
 }
 

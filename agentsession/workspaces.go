@@ -34,6 +34,11 @@ type Config struct {
 	Logger *slog.Logger
 	// LineCacheSize is how many line counts LineCount keeps; default 4096.
 	LineCacheSize int
+	// Credentials, if set, returns the user name and password that git
+	// sends (as an HTTP Authorization header, never in a URL or argument)
+	// when it clones or fetches a repository's https CloneURL; an empty
+	// user means none (a forge's token for a private repository).
+	Credentials func(ctx context.Context, repo chat.Repository) (user, password string, err error)
 }
 
 func (c *Config) validate() error {
@@ -73,6 +78,7 @@ type Workspaces struct {
 	clones string // DataDir/clones
 	local  string // DataDir/local
 	lines  *lineCache
+	creds  func(ctx context.Context, repo chat.Repository) (string, string, error)
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex // per clone: worktree add/remove, clone, fetch
@@ -100,6 +106,7 @@ func NewWorkspaces(cfg Config) (*Workspaces, error) {
 		local:  filepath.Join(data, "local"),
 		lines:  newLineCache(cmp.Or(cfg.LineCacheSize, 4096)),
 		locks:  map[string]*sync.Mutex{},
+		creds:  cfg.Credentials,
 	}, nil
 }
 

@@ -46,7 +46,16 @@ type Config struct {
 	GitHubSecret string
 	GitHubToken  string
 	GitHubAPIURL string
-	SecretKey    string
+	// The GitHub and GitLab webhooks (DESIGN.md §6 "Webhooks").
+	GitHubSecretPrevious    string
+	GitHubAppID             int64
+	GitHubAppPrivateKeyFile string
+	GitHubAutoRegister      bool
+	GitLabSecret            string
+	GitLabToken             string
+	GitLabAPIURL            string
+	GitLabAutoRegister      bool
+	SecretKey               string
 	// Endpoints of OpenAI-compatible servers besides OpenAI's own.
 	OllamaBaseURL, OllamaAPIKey, OllamaModel    string
 	VLLMBaseURL, VLLMAPIKey, VLLMModel          string
@@ -196,7 +205,25 @@ func settings() []setting {
 		}},
 		{env: "PRCHAT_GITHUB_WEBHOOK_SECRET", def: "", help: "secret that signs GitHub webhooks", set: str(func(c *Config) *string { return &c.GitHubSecret })},
 		{env: "PRCHAT_GITHUB_TOKEN", def: "", help: "token to post answers back to GitHub", set: str(func(c *Config) *string { return &c.GitHubToken })},
-		{env: "PRCHAT_GITHUB_API_URL", def: "https://api.github.com", help: "GitHub API base URL", set: str(func(c *Config) *string { return &c.GitHubAPIURL })},
+		{env: "PRCHAT_GITHUB_API_URL", def: "https://api.github.com", help: "GitHub API base URL (GitHub Enterprise: https://HOST/api/v3)", set: str(func(c *Config) *string { return &c.GitHubAPIURL })},
+		{env: "PRCHAT_GITHUB_WEBHOOK_SECRET_PREVIOUS", def: "", help: "the previous GitHub webhook secret, also accepted while the secret is rotated", set: str(func(c *Config) *string { return &c.GitHubSecretPrevious })},
+		{env: "PRCHAT_GITHUB_APP_ID", def: "", help: "GitHub App id: post answers and clone as the App (with PRCHAT_GITHUB_APP_PRIVATE_KEY_FILE) instead of PRCHAT_GITHUB_TOKEN", set: func(c *Config, v string) error {
+			if v == "" {
+				return nil
+			}
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n <= 0 {
+				return fmt.Errorf("not a GitHub App id: %q", v)
+			}
+			c.GitHubAppID = n
+			return nil
+		}},
+		{env: "PRCHAT_GITHUB_APP_PRIVATE_KEY_FILE", def: "", help: "PEM file of the GitHub App's private key", set: str(func(c *Config) *string { return &c.GitHubAppPrivateKeyFile })},
+		{env: "PRCHAT_GITHUB_AUTO_REGISTER", def: "0", help: "1: register an unknown repository from a signed GitHub event's clone_url; 0: ignore its events", set: boolean(func(c *Config) *bool { return &c.GitHubAutoRegister })},
+		{env: "PRCHAT_GITLAB_WEBHOOK_SECRET", def: "", help: "secret token of GitLab webhooks (X-Gitlab-Token)", set: str(func(c *Config) *string { return &c.GitLabSecret })},
+		{env: "PRCHAT_GITLAB_TOKEN", def: "", help: "GitLab token to post answers back (api scope)", set: str(func(c *Config) *string { return &c.GitLabToken })},
+		{env: "PRCHAT_GITLAB_API_URL", def: "https://gitlab.com/api/v4", help: "GitLab API base URL", set: str(func(c *Config) *string { return &c.GitLabAPIURL })},
+		{env: "PRCHAT_GITLAB_AUTO_REGISTER", def: "0", help: "1: register an unknown project from a signed GitLab event's clone URL; 0: ignore its events", set: boolean(func(c *Config) *bool { return &c.GitLabAutoRegister })},
 		{env: "PRCHAT_SECRET_KEY", def: "", help: "key that encrypts stored provider keys (any string of 16+ bytes; default: generated into the data directory; set the same one on every process)", set: str(func(c *Config) *string { return &c.SecretKey })},
 		{env: "PRCHAT_OLLAMA_BASE_URL", def: "http://127.0.0.1:11434/v1", help: "Ollama's OpenAI-compatible endpoint (provider ollama)", set: str(func(c *Config) *string { return &c.OllamaBaseURL })},
 		{env: "PRCHAT_OLLAMA_API_KEY", def: "", help: "API key for the ollama provider (usually none)", set: str(func(c *Config) *string { return &c.OllamaAPIKey })},
@@ -267,7 +294,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string, help io.W
 // secrets returns the configured secret values, which are masked wherever
 // they would appear.
 func (c Config) secrets() []string {
-	out := []string{c.OpenAIAPIKey, c.GitHubSecret, c.GitHubToken, c.SecretKey, c.OllamaAPIKey, c.VLLMAPIKey, c.LiteLLMAPIKey}
+	out := []string{c.OpenAIAPIKey, c.GitHubSecret, c.GitHubSecretPrevious, c.GitHubToken, c.GitLabSecret, c.GitLabToken, c.SecretKey, c.OllamaAPIKey, c.VLLMAPIKey, c.LiteLLMAPIKey}
 	for _, raw := range []string{c.DatabaseURL, c.RedisURL} {
 		if u, err := url.Parse(raw); err == nil && u.User != nil {
 			if p, ok := u.User.Password(); ok {

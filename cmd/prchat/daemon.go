@@ -61,6 +61,9 @@ type options struct {
 	heartbeatTTL   time.Duration
 	reconcileGrace time.Duration
 	maxRetry       int
+	// outboxInterval and commentPoll shorten the webhook replies' timings.
+	outboxInterval time.Duration
+	commentPoll    time.Duration
 }
 
 // daemon is a running prchat process.
@@ -77,6 +80,7 @@ type daemon struct {
 	heartbeat  *worker.Heartbeat
 	server     *worker.Server
 	reconciler *worker.Reconciler
+	outbox     *worker.Outbox
 	runner     string
 
 	failed   chan error
@@ -175,6 +179,10 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := worker.NewMetrics(reg, d.queue)
 	masker := mask.New(cfg.secrets()...)
+	fg, err := newForges(cfg, log)
+	if err != nil {
+		return nil, err
+	}
 	deps := chat.Deps{
 		Settings:  d.store,
 		Histories: d.store,
@@ -189,8 +197,12 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 		Publisher: d.events,
 		Follower:  d.events,
 		Reports:   d.store,
+		// Questions from PR comments, answered back on their forge.
+		Comments:        d.store,
+		Forges:          fg.list(),
+		CommentObserver: worker.NewReplyMetrics(reg),
 	}
-	ws, err := agentsession.NewWorkspaces(agentsession.Config{DataDir: cfg.DataDir, Secrets: cfg.secrets(), Logger: log})
+	ws, err := agentsession.NewWorkspaces(agentsession.Config{DataDir: cfg.DataDir, Secrets: cfg.secrets(), Logger: log, Credentials: fg.credentials})
 	if err != nil {
 		return nil, err
 	}
@@ -247,6 +259,7 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 		AllowFileURLs:     cfg.AllowFileURLs,
 		QuestionsPerRepo:  cfg.RateQuestionsRepo,
 		QuestionsPerToken: cfg.RateQuestionsToken,
+		CommentPoll:       o.commentPoll,
 	}, deps); err != nil {
 		return nil, err
 	}
@@ -296,6 +309,12 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 		if err = d.reconciler.Start(ctx); err != nil {
 			return nil, err
 		}
+		if d.outbox, err = worker.NewOutbox(d.svc, worker.OutboxConfig{Interval: o.outboxInterval, Logger: log}); err != nil {
+			return nil, err
+		}
+		if err = d.outbox.Start(ctx); err != nil {
+			return nil, err
+		}
 	}
 
 	// A worker alone serves its liveness and metrics on the same address.
@@ -308,7 +327,8 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 		if err != nil {
 			return nil, err
 		}
-		d.api, err = api.New(api.Config{Registry: reg, Logger: log, Access: access, RequestRate: cfg.RateRequests, Dashboard: dash}, d.svc)
+		ghHooks, glHooks := fg.webhooks(cfg)
+		d.api, err = api.New(api.Config{Registry: reg, Logger: log, Access: access, RequestRate: cfg.RateRequests, Dashboard: dash, GitHub: ghHooks, GitLab: glHooks}, d.svc)
 		if err != nil {
 			return nil, err
 		}
@@ -358,6 +378,9 @@ func (d *daemon) Stop() {
 			_ = d.api.Shutdown(ctx)
 		}
 		d.served.Wait()
+		if d.outbox != nil {
+			d.outbox.Stop()
+		}
 		if d.reconciler != nil {
 			d.reconciler.Stop()
 		}

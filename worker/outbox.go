@@ -1,0 +1,133 @@
+package worker
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prchat/prchat/chat"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Replies is what the Outbox drives: chat.Service's webhook questions.
+type Replies interface {
+	DeliverReplies(ctx context.Context) (int, error)
+}
+
+// OutboxConfig configures an Outbox.
+type OutboxConfig struct {
+	// Interval is how often due webhook questions are looked for. Default 1s.
+	Interval time.Duration
+	Logger   *slog.Logger
+}
+
+// Outbox asks the webhook questions that could not be asked at once and
+// posts the answers of settled turns back to their forge, with retries and
+// backoff (chat.Service.DeliverReplies does the work; the database holds
+// what is due, so any number of processes may run an Outbox).
+type Outbox struct {
+	replies Replies
+	cfg     OutboxConfig
+	log     *slog.Logger
+
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+	stop    sync.Once
+}
+
+// NewOutbox returns an Outbox of replies.
+func NewOutbox(replies Replies, cfg OutboxConfig) (*Outbox, error) {
+	cfg.Interval = cmp.Or(cfg.Interval, time.Second)
+	if cfg.Interval < 10*time.Millisecond {
+		return nil, fmt.Errorf("outbox interval %v is under 10ms", cfg.Interval)
+	}
+	if replies == nil {
+		return nil, errors.New("worker outbox: replies are required")
+	}
+	return &Outbox{replies: replies, cfg: cfg, log: cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))}, nil
+}
+
+// Start runs the Outbox until Stop or ctx ends.
+func (o *Outbox) Start(ctx context.Context) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch {
+	case o.stopped:
+		return errors.New("worker outbox: stopped")
+	case o.started:
+		return errors.New("worker outbox: already started")
+	}
+	o.started = true
+	ctx, o.cancel = context.WithCancel(ctx)
+	o.done = make(chan struct{})
+	go o.loop(ctx)
+	return nil
+}
+
+func (o *Outbox) loop(ctx context.Context) {
+	defer close(o.done)
+	t := time.NewTicker(o.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		// A full pass may leave more due: go on at once.
+		for {
+			n, err := o.replies.DeliverReplies(ctx)
+			if err != nil && ctx.Err() == nil {
+				o.log.WarnContext(ctx, "deliver webhook replies", slog.Any("err", err))
+			}
+			if err != nil || n < 50 || ctx.Err() != nil {
+				break
+			}
+		}
+	}
+}
+
+// Stop stops the Outbox and waits for its pass to end. Safe to call twice.
+func (o *Outbox) Stop() {
+	o.stop.Do(func() {
+		o.mu.Lock()
+		started := o.started
+		o.stopped = true
+		o.mu.Unlock()
+		if started {
+			o.cancel()
+			<-o.done
+		}
+	})
+}
+
+// ReplyMetrics count the answers posted to forges and those given up. It
+// implements chat.CommentObserver.
+type ReplyMetrics struct {
+	replies *prometheus.CounterVec
+}
+
+var _ chat.CommentObserver = (*ReplyMetrics)(nil)
+
+// NewReplyMetrics registers the reply metrics on reg.
+func NewReplyMetrics(reg prometheus.Registerer) *ReplyMetrics {
+	m := &ReplyMetrics{replies: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "prchat_webhook_replies_total",
+		Help: "Answers to webhook questions by forge and outcome (posted, failed: given up after retries).",
+	}, []string{"forge", "outcome"})}
+	reg.MustRegister(m.replies)
+	return m
+}
+
+// ReplyPosted counts a posted answer.
+func (m *ReplyMetrics) ReplyPosted(forge string) { m.replies.WithLabelValues(forge, "posted").Inc() }
+
+// ReplyFailed counts an answer given up.
+func (m *ReplyMetrics) ReplyFailed(forge string) { m.replies.WithLabelValues(forge, "failed").Inc() }
