@@ -290,10 +290,10 @@ func isRepo(path string) bool {
 }
 
 // remoteGit is the git that clones and fetches repo: with the repository's
-// credentials (Config.Credentials) as an Authorization header, for an https
-// CloneURL only.
+// credentials (Config.Credentials, which decides for which hosts) as an
+// Authorization header, for an http(s) CloneURL only.
 func (w *Workspaces) remoteGit(ctx context.Context, repo chat.Repository) (Git, error) {
-	if w.creds == nil || !strings.HasPrefix(repo.CloneURL, "https://") {
+	if w.creds == nil || !(strings.HasPrefix(repo.CloneURL, "https://") || strings.HasPrefix(repo.CloneURL, "http://")) {
 		return w.git, nil
 	}
 	user, password, err := w.creds(ctx, repo)

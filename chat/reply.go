@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"strings"
@@ -29,6 +30,9 @@ type ReplyInput struct {
 	Truncated bool
 	// Forge decides the form of line links (GitHub #L1-L3, GitLab #L1-3).
 	Forge string
+	// Unreviewed says the PR had no recorded review: the answer was made
+	// without a review's context, and the reply says so.
+	Unreviewed bool
 }
 
 // reasonWords says in plain words why a turn failed.
@@ -79,6 +83,9 @@ func ReplyBody(in ReplyInput) string {
 			b.Reset()
 			b.WriteString("This question was cancelled before it was answered.\n")
 		}
+	}
+	if in.Unreviewed {
+		fmt.Fprintf(&b, "\n> No review was recorded for this pull request, so %s answered from the code alone, without a review's context.\n", cmp.Or(t.Backend, "the default backend"))
 	}
 	if note := strings.TrimSpace(t.Note); note != "" {
 		b.WriteString("\n> ")

@@ -68,6 +68,10 @@ type Config struct {
 	// CommentLease is how long one process holds a webhook question it
 	// works on before another may take it. Default 1m.
 	CommentLease time.Duration
+	// CommentBackoff is the wait after a webhook question's first failed
+	// attempt (to ask it, or to post its answer); it doubles with each
+	// further failure, up to 5m. Default 1s.
+	CommentBackoff time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -79,6 +83,7 @@ func (c Config) withDefaults() Config {
 	c.TakeoverAfter = cmp.Or(c.TakeoverAfter, time.Minute)
 	c.CommentPoll = cmp.Or(c.CommentPoll, time.Second)
 	c.CommentLease = cmp.Or(c.CommentLease, time.Minute)
+	c.CommentBackoff = cmp.Or(c.CommentBackoff, time.Second)
 	return c
 }
 

@@ -183,10 +183,10 @@ const (
 	ReceiptIgnored   = "ignored"
 )
 
-// commentRetry is how long after a failed or deferred attempt a comment is
-// tried again: exponential from one second, capped at five minutes.
-func commentRetry(attempts int) time.Duration {
-	d := time.Second << min(attempts, 9)
+// commentRetry is how long after its attempts-th failed attempt a comment
+// is tried again: exponential from Config.CommentBackoff, capped at 5m.
+func (s *Service) commentRetry(attempts int) time.Duration {
+	d := s.cfg.CommentBackoff << min(max(attempts-1, 0), 16)
 	return min(d, 5*time.Minute)
 }
 
@@ -234,7 +234,10 @@ func (s *Service) ReceiveComment(ctx context.Context, c Comment, autoRegister bo
 	if err := (Ask{Question: c.Question, Focus: c.Focus}).Validate(); err != nil {
 		return Receipt{Status: ReceiptIgnored, Reason: ErrorMessage(err)}, nil
 	}
-	wc := WebhookComment{Comment: c, TurnID: newSessionID(), State: CommentReceived, NextAttempt: s.now()}
+	// Stored leased to this process (NextAttempt after the lease): the
+	// outbox leaves it alone while it is asked here, and takes it up when
+	// the lease ends if this process stops first.
+	wc := WebhookComment{Comment: c, TurnID: newSessionID(), State: CommentReceived, NextAttempt: s.now().Add(s.cfg.CommentLease)}
 	if err := s.comments.AddComment(ctx, &wc); err != nil {
 		if errors.Is(err, ErrDuplicate) {
 			return Receipt{Status: ReceiptDuplicate}, nil
@@ -382,7 +385,7 @@ func (s *Service) deferComment(ctx context.Context, wc *WebhookComment, cause er
 	if len(wc.Error) > 2000 {
 		wc.Error = wc.Error[:2000]
 	}
-	wc.NextAttempt = s.now().Add(commentRetry(wc.Attempts))
+	wc.NextAttempt = s.now().Add(s.commentRetry(wc.Attempts))
 	if wc.Attempts >= maxCommentAttempts || errors.Is(cause, ErrForgeRefused) {
 		wc.State = CommentFailed
 		if s.commentObserver != nil {
@@ -515,7 +518,8 @@ func (s *Service) postReply(ctx context.Context, f Forge, wc *WebhookComment, t 
 			}
 		}
 	}
-	body := ReplyBody(ReplyInput{Turn: t, HTMLURL: wc.HTMLURL, HeadSHA: rev.HeadSHA, Truncated: truncated, Forge: wc.Forge})
+	body := ReplyBody(ReplyInput{Turn: t, HTMLURL: wc.HTMLURL, HeadSHA: rev.HeadSHA, Truncated: truncated, Forge: wc.Forge,
+		Unreviewed: rev.Backend == "" && rev.SessionID == ""})
 	id, err := f.PostReply(ctx, wc.ref(), body)
 	if err != nil {
 		return err

@@ -206,14 +206,15 @@ func (c *Client) GitCredentials(ctx context.Context, repo string) (user, passwor
 	return "x-access-token", tok, nil
 }
 
-// Host is the host name of the web and git addresses that go with the API
-// (github.com for api.github.com).
-func (c *Client) Host() string {
+// GitHost returns the scheme and host name of the git addresses that go
+// with the API (https and github.com for api.github.com), the only ones
+// the forge's credentials are sent to.
+func (c *Client) GitHost() (scheme, host string) {
 	h := c.base.Hostname()
 	if h == "api.github.com" {
-		return "github.com"
+		h = "github.com"
 	}
-	return h
+	return c.base.Scheme, h
 }
 
 func split(repo string) (string, string) {
@@ -292,8 +293,16 @@ func (c *Client) PostReply(ctx context.Context, ref chat.CommentRef, body string
 	owner, name := split(ref.Repository)
 	if ref.Thread != "" {
 		root, _ := strconv.ParseInt(ref.Thread, 10, 64)
-		cm, _, err := cl.PullRequests.CreateCommentInReplyTo(ctx, owner, name, ref.PR, body, root)
+		// POST .../pulls/{n}/comments/{id}/replies: the reply endpoint,
+		// which go-github has no method for.
+		req, err := cl.NewRequest(ctx, http.MethodPost,
+			fmt.Sprintf("repos/%s/%s/pulls/%d/comments/%d/replies", url.PathEscape(owner), url.PathEscape(name), ref.PR, root),
+			map[string]string{"body": body})
 		if err != nil {
+			return "", fmt.Errorf("reply in review thread %d: %w", root, err)
+		}
+		var cm gh.PullRequestComment
+		if _, err := cl.Do(req, &cm); err != nil {
 			return "", wrap(fmt.Sprintf("reply in review thread %d of %s#%d", root, ref.Repository, ref.PR), err)
 		}
 		return strconv.FormatInt(cm.GetID(), 10), nil

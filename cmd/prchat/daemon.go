@@ -64,6 +64,7 @@ type options struct {
 	// outboxInterval and commentPoll shorten the webhook replies' timings.
 	outboxInterval time.Duration
 	commentPoll    time.Duration
+	commentBackoff time.Duration
 }
 
 // daemon is a running prchat process.
@@ -260,6 +261,7 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 		QuestionsPerRepo:  cfg.RateQuestionsRepo,
 		QuestionsPerToken: cfg.RateQuestionsToken,
 		CommentPoll:       o.commentPoll,
+		CommentBackoff:    o.commentBackoff,
 	}, deps); err != nil {
 		return nil, err
 	}

@@ -43,14 +43,18 @@ func (f forges) list() []chat.Forge {
 }
 
 // credentials gives git the forge's token for a clone URL on the forge's
-// own host, and nothing for any other host.
+// own host (and scheme: https, or http when the API itself is served so),
+// and nothing for any other.
 func (f forges) credentials(ctx context.Context, repo chat.Repository) (string, string, error) {
 	u, err := url.Parse(repo.CloneURL)
 	if err != nil {
 		return "", "", nil
 	}
-	if f.github != nil && strings.EqualFold(u.Hostname(), f.github.Host()) {
-		return f.github.GitCredentials(ctx, repo.Name)
+	if f.github != nil {
+		scheme, host := f.github.GitHost()
+		if strings.EqualFold(u.Hostname(), host) && (u.Scheme == "https" || u.Scheme == scheme) {
+			return f.github.GitCredentials(ctx, repo.Name)
+		}
 	}
 	return "", "", nil
 }

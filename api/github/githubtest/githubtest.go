@@ -1,0 +1,468 @@
+// Package githubtest is a fake of the parts of GitHub's REST API that
+// prchat calls, for tests that drive the real go-github and ghinstallation
+// clients against it: pull requests, issue and review comments, replies,
+// reactions, the authenticated user, and a GitHub App's JWT-authenticated
+// routes with installation tokens that expire. It records every call and
+// can be scripted to fail.
+package githubtest
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v4"
+)
+
+// Call is one request the fake received.
+type Call struct {
+	Method string
+	Path   string
+	// Auth is the Authorization header's scheme and credential.
+	Auth   string
+	Body   string
+	Status int
+}
+
+// Comment is a comment the fake holds (issue or review comment).
+type Comment struct {
+	ID        int64  `json:"id"`
+	Body      string `json:"body"`
+	InReplyTo int64  `json:"in_reply_to_id,omitempty"`
+	User      User   `json:"user"`
+}
+
+// User is an account.
+type User struct {
+	Login string `json:"login"`
+	Type  string `json:"type"`
+}
+
+// Reaction is a reaction made to a comment.
+type Reaction struct {
+	CommentID int64
+	Review    bool // on a review comment (else an issue comment)
+	Content   string
+}
+
+type failure struct {
+	method, prefix string
+	status, left   int
+}
+
+type pull struct{ head, base string }
+
+type token struct {
+	installation int64
+	expires      time.Time
+}
+
+// Server is a fake GitHub API. Its URL is the API's base URL.
+type Server struct {
+	*httptest.Server
+	t *testing.T
+
+	// Token is the personal access token the fake accepts (Bearer).
+	Token string
+	// Login is the account the token belongs to (and the App's bot login
+	// is Slug+"[bot]").
+	Login string
+	Slug  string
+	// AppID and Key are the GitHub App whose JWTs the fake accepts.
+	AppID int64
+	Key   *rsa.PrivateKey
+	// TokenTTL is how long an installation token lives. Default 1h.
+	TokenTTL time.Duration
+
+	mu        sync.Mutex
+	calls     []Call
+	failures  []*failure
+	pulls     map[string]pull
+	issue     map[string][]Comment // repo#pr -> PR timeline comments
+	review    map[string][]Comment // repo#pr -> review comments
+	reactions []Reaction
+	tokens    map[string]token
+	installs  map[string]int64 // repo -> installation
+	nextID    int64
+}
+
+// New starts a fake GitHub API, closed when the test ends.
+func New(t *testing.T) *Server {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{
+		t: t, Token: "ghp_faketoken0123456789", Login: "prchat-bot", Slug: "prchat", AppID: 4242, Key: key,
+		pulls: map[string]pull{}, issue: map[string][]Comment{}, review: map[string][]Comment{},
+		tokens: map[string]token{}, installs: map[string]int64{}, nextID: 900000,
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /user", s.user)
+	mux.HandleFunc("GET /app", s.app)
+	mux.HandleFunc("GET /repos/{owner}/{repo}/installation", s.installation)
+	mux.HandleFunc("POST /app/installations/{id}/access_tokens", s.accessToken)
+	mux.HandleFunc("GET /repos/{owner}/{repo}/pulls/{n}", s.getPull)
+	mux.HandleFunc("GET /repos/{owner}/{repo}/issues/{n}/comments", s.listIssueComments)
+	mux.HandleFunc("POST /repos/{owner}/{repo}/issues/{n}/comments", s.createIssueComment)
+	mux.HandleFunc("GET /repos/{owner}/{repo}/pulls/{n}/comments", s.listReviewComments)
+	mux.HandleFunc("POST /repos/{owner}/{repo}/pulls/{n}/comments/{id}/replies", s.reply)
+	mux.HandleFunc("POST /repos/{owner}/{repo}/issues/comments/{id}/reactions", s.react(false))
+	mux.HandleFunc("POST /repos/{owner}/{repo}/pulls/comments/{id}/reactions", s.react(true))
+	s.Server = httptest.NewServer(s.record(mux))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// PrivateKeyPEM returns the App's private key as PEM, for a key file.
+func (s *Server) PrivateKeyPEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(s.Key)})
+}
+
+// AddPull makes a pull request the fake knows.
+func (s *Server) AddPull(repo string, n int, head, base string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pulls[fmt.Sprintf("%s#%d", repo, n)] = pull{head, base}
+}
+
+// AddReviewComment records a review comment (the root of a thread).
+func (s *Server) AddReviewComment(repo string, pr int, c Comment) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := fmt.Sprintf("%s#%d", repo, pr)
+	s.review[k] = append(s.review[k], c)
+}
+
+// Install makes repo reachable through App installation id.
+func (s *Server) Install(repo string, id int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.installs[repo] = id
+}
+
+// Fail makes the next n requests whose method is method and whose path
+// starts with prefix answer status.
+func (s *Server) Fail(method, prefix string, status, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failures = append(s.failures, &failure{method, prefix, status, n})
+}
+
+// Calls returns the requests received so far.
+func (s *Server) Calls() []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Call(nil), s.calls...)
+}
+
+// CallsTo returns the calls of method to paths starting with prefix.
+func (s *Server) CallsTo(method, prefix string) []Call {
+	var out []Call
+	for _, c := range s.Calls() {
+		if c.Method == method && strings.HasPrefix(c.Path, prefix) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// IssueComments returns the PR timeline comments of repo#pr.
+func (s *Server) IssueComments(repo string, pr int) []Comment {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Comment(nil), s.issue[fmt.Sprintf("%s#%d", repo, pr)]...)
+}
+
+// ReviewComments returns the review comments of repo#pr.
+func (s *Server) ReviewComments(repo string, pr int) []Comment {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Comment(nil), s.review[fmt.Sprintf("%s#%d", repo, pr)]...)
+}
+
+// Reactions returns the reactions made.
+func (s *Server) Reactions() []Reaction {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Reaction(nil), s.reactions...)
+}
+
+// statusWriter remembers the status a handler wrote.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (s *Server) record(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(strings.NewReader(string(body)))
+		c := Call{Method: r.Method, Path: r.URL.Path, Auth: r.Header.Get("Authorization"), Body: string(body)}
+		s.mu.Lock()
+		var fail *failure
+		for _, f := range s.failures {
+			if f.left > 0 && f.method == r.Method && strings.HasPrefix(r.URL.Path, f.prefix) {
+				f.left--
+				fail = f
+				break
+			}
+		}
+		s.mu.Unlock()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		if fail != nil {
+			writeJSON(sw, fail.status, map[string]string{"message": "scripted failure"})
+		} else {
+			next.ServeHTTP(sw, r)
+		}
+		c.Status = sw.status
+		s.mu.Lock()
+		s.calls = append(s.calls, c)
+		s.mu.Unlock()
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// authorized checks a token or installation token for repo (any repo when
+// ""), and answers 401 when it is missing, unknown or expired.
+func (s *Server) authorized(w http.ResponseWriter, r *http.Request, repo string) bool {
+	scheme, cred, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !strings.EqualFold(scheme, "bearer") && !strings.EqualFold(scheme, "token") {
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "Requires authentication"})
+		return false
+	}
+	if cred == s.Token {
+		return true
+	}
+	s.mu.Lock()
+	tok, ok := s.tokens[cred]
+	inst := s.installs[repo]
+	s.mu.Unlock()
+	switch {
+	case !ok:
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "Bad credentials"})
+		return false
+	case time.Now().After(tok.expires):
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "Bad credentials (token expired)"})
+		return false
+	case repo != "" && inst != tok.installation:
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		return false
+	}
+	return true
+}
+
+// appAuthorized checks the App's JWT (RS256, signed with Key, issued by
+// AppID, not expired).
+func (s *Server) appAuthorized(w http.ResponseWriter, r *http.Request) bool {
+	scheme, cred, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !strings.EqualFold(scheme, "bearer") {
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "A JSON web token could not be decoded"})
+		return false
+	}
+	claims := &jwt.RegisteredClaims{}
+	_, err := jwt.ParseWithClaims(cred, claims, func(t *jwt.Token) (any, error) {
+		if _, ok := t.Method.(*jwt.SigningMethodRSA); !ok {
+			return nil, fmt.Errorf("unexpected signing method %v", t.Header["alg"])
+		}
+		return &s.Key.PublicKey, nil
+	})
+	if err != nil || claims.Issuer != strconv.FormatInt(s.AppID, 10) {
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "A JSON web token could not be decoded"})
+		return false
+	}
+	return true
+}
+
+func repoOf(r *http.Request) string { return r.PathValue("owner") + "/" + r.PathValue("repo") }
+
+func (s *Server) user(w http.ResponseWriter, r *http.Request) {
+	if !s.authorized(w, r, "") {
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"login": s.Login, "id": 1, "type": "User"})
+}
+
+func (s *Server) app(w http.ResponseWriter, r *http.Request) {
+	if !s.appAuthorized(w, r) {
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": s.AppID, "slug": s.Slug, "name": s.Slug})
+}
+
+func (s *Server) installation(w http.ResponseWriter, r *http.Request) {
+	if !s.appAuthorized(w, r) {
+		return
+	}
+	s.mu.Lock()
+	id, ok := s.installs[repoOf(r)]
+	s.mu.Unlock()
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "app_id": s.AppID})
+}
+
+func (s *Server) accessToken(w http.ResponseWriter, r *http.Request) {
+	if !s.appAuthorized(w, r) {
+		return
+	}
+	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	tok := "ghs_" + hex.EncodeToString(b[:])
+	ttl := s.TokenTTL
+	if ttl == 0 {
+		ttl = time.Hour
+	}
+	exp := time.Now().Add(ttl)
+	s.mu.Lock()
+	s.tokens[tok] = token{installation: id, expires: exp}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusCreated, map[string]any{"token": tok, "expires_at": exp.UTC().Format(time.RFC3339)})
+}
+
+// Tokens returns how many installation tokens were issued.
+func (s *Server) Tokens() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.tokens)
+}
+
+func (s *Server) getPull(w http.ResponseWriter, r *http.Request) {
+	if !s.authorized(w, r, repoOf(r)) {
+		return
+	}
+	n, _ := strconv.Atoi(r.PathValue("n"))
+	s.mu.Lock()
+	p, ok := s.pulls[fmt.Sprintf("%s#%d", repoOf(r), n)]
+	s.mu.Unlock()
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"number": n, "head": map[string]string{"sha": p.head}, "base": map[string]string{"sha": p.base}})
+}
+
+func (s *Server) poster(r *http.Request) User {
+	if _, cred, _ := strings.Cut(r.Header.Get("Authorization"), " "); cred == s.Token {
+		return User{Login: s.Login, Type: "User"}
+	}
+	return User{Login: s.Slug + "[bot]", Type: "Bot"}
+}
+
+func (s *Server) listIssueComments(w http.ResponseWriter, r *http.Request) {
+	if !s.authorized(w, r, repoOf(r)) {
+		return
+	}
+	n, _ := strconv.Atoi(r.PathValue("n"))
+	writeJSON(w, http.StatusOK, s.IssueComments(repoOf(r), n))
+}
+
+func (s *Server) listReviewComments(w http.ResponseWriter, r *http.Request) {
+	if !s.authorized(w, r, repoOf(r)) {
+		return
+	}
+	n, _ := strconv.Atoi(r.PathValue("n"))
+	writeJSON(w, http.StatusOK, s.ReviewComments(repoOf(r), n))
+}
+
+func (s *Server) body(w http.ResponseWriter, r *http.Request) (string, bool) {
+	var in struct {
+		Body string `json:"body"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Body == "" {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"message": "Validation Failed"})
+		return "", false
+	}
+	return in.Body, true
+}
+
+func (s *Server) createIssueComment(w http.ResponseWriter, r *http.Request) {
+	if !s.authorized(w, r, repoOf(r)) {
+		return
+	}
+	body, ok := s.body(w, r)
+	if !ok {
+		return
+	}
+	n, _ := strconv.Atoi(r.PathValue("n"))
+	s.mu.Lock()
+	s.nextID++
+	c := Comment{ID: s.nextID, Body: body, User: s.poster(r)}
+	k := fmt.Sprintf("%s#%d", repoOf(r), n)
+	s.issue[k] = append(s.issue[k], c)
+	s.mu.Unlock()
+	writeJSON(w, http.StatusCreated, c)
+}
+
+func (s *Server) reply(w http.ResponseWriter, r *http.Request) {
+	if !s.authorized(w, r, repoOf(r)) {
+		return
+	}
+	body, ok := s.body(w, r)
+	if !ok {
+		return
+	}
+	n, _ := strconv.Atoi(r.PathValue("n"))
+	root, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	k := fmt.Sprintf("%s#%d", repoOf(r), n)
+	s.mu.Lock()
+	found := false
+	for _, c := range s.review[k] {
+		if c.ID == root {
+			found = true
+		}
+	}
+	if !found {
+		s.mu.Unlock()
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		return
+	}
+	s.nextID++
+	c := Comment{ID: s.nextID, Body: body, InReplyTo: root, User: s.poster(r)}
+	s.review[k] = append(s.review[k], c)
+	s.mu.Unlock()
+	writeJSON(w, http.StatusCreated, c)
+}
+
+func (s *Server) react(review bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.authorized(w, r, repoOf(r)) {
+			return
+		}
+		var in struct {
+			Content string `json:"content"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&in)
+		id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+		s.mu.Lock()
+		s.reactions = append(s.reactions, Reaction{CommentID: id, Review: review, Content: in.Content})
+		s.mu.Unlock()
+		writeJSON(w, http.StatusCreated, map[string]any{"id": 1, "content": in.Content})
+	}
+}
