@@ -65,6 +65,7 @@ type options struct {
 	outboxInterval time.Duration
 	commentPoll    time.Duration
 	commentBackoff time.Duration
+	commentLease   time.Duration
 }
 
 // daemon is a running prchat process.
@@ -262,6 +263,7 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 		QuestionsPerToken: cfg.RateQuestionsToken,
 		CommentPoll:       o.commentPoll,
 		CommentBackoff:    o.commentBackoff,
+		CommentLease:      o.commentLease,
 	}, deps); err != nil {
 		return nil, err
 	}

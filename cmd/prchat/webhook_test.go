@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -166,6 +167,8 @@ func setupGitHub(t *testing.T, m mode, change func(*Config, *githubtest.Server))
 	e.opts.outboxInterval = 20 * time.Millisecond
 	e.opts.commentPoll = 20 * time.Millisecond
 	e.opts.commentBackoff = 50 * time.Millisecond
+	// A stopped daemon's comments are taken up again after this.
+	e.opts.commentLease = 500 * time.Millisecond
 	g := &ghEnv{env: e, gh: fake, hold: make(chan struct{})}
 	e.scripted.Fallback = func(req chat.RunRequest) scripted.Step {
 		switch {
@@ -547,10 +550,10 @@ func TestGitHubWebhooks(t *testing.T) {
 					t.Fatalf("ask: %d %+v", code, r)
 				}
 				var rev struct {
-					Version int
-					HeadSHA string `json:"head_sha"`
-					Backend          string
-					SessionID        string `json:"session_id"`
+					Version   int
+					HeadSHA   string `json:"head_sha"`
+					Backend   string
+					SessionID string `json:"session_id"`
 				}
 				g.do("GET", "/api/v1/repos/acme/widget/pulls/8/reviews/latest", nil, http.StatusOK, &rev)
 				if rev.Version != 1 || rev.HeadSHA != g.head || rev.Backend != "" || rev.SessionID != "" {
@@ -606,4 +609,153 @@ func writeKey(t *testing.T, pem []byte) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// bareWithPull makes a bare copy of dir under root/owner/name.git whose
+// main is at base and whose PR head is reachable only as refs/pull/pr/head,
+// as on GitHub for a PR from a fork.
+func bareWithPull(t *testing.T, dir, root, repo string, pr int, head, base string) {
+	t.Helper()
+	bare := filepath.Join(root, repo+".git")
+	for _, args := range [][]string{
+		{"clone", "-q", "--bare", dir, bare},
+		{"-C", bare, "update-ref", fmt.Sprintf("refs/pull/%d/head", pr), head},
+		{"-C", bare, "update-ref", "refs/heads/main", base},
+	} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+}
+
+func TestGitHubAppPrivateRepository(t *testing.T) {
+	t.Parallel()
+	for _, m := range modes(t) {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			const repo, installation = "acme/private", 77
+			var cloneURL string
+			g := setupGitHub(t, m, func(c *Config, fake *githubtest.Server) {
+				c.GitHubToken = ""
+				c.GitHubAppID = fake.AppID
+				c.GitHubAppPrivateKeyFile = writeKey(t, fake.PrivateKeyPEM())
+				c.GitHubAutoRegister = true
+				// GitHub's installation tokens live an hour; these live 62 s,
+				// which ghinstallation renews after 2 s (a minute before
+				// they expire).
+				fake.TokenTTL = 62 * time.Second
+				fake.Install(repo, installation)
+			})
+			root := t.TempDir()
+			bareWithPull(t, g.repoDir, root, repo, 8, g.head, g.base)
+			cloneURL = g.gh.ServeGit(t, root) + "/" + repo + ".git"
+			g.gh.AddPull(repo, 8, g.head, g.base)
+
+			ask := func(question string) {
+				t.Helper()
+				body := payload(t, "issue_comment.json", ghPayload{Repo: repo, PR: 8, CommentID: 1_000_000 + commentIDs.Add(1), Body: question,
+					CloneURL: cloneURL, Private: true, Installation: installation})
+				code, r := deliver(t, g.url, "issue_comment", uuid.NewString(), body, testWebhookSecret)
+				if code != http.StatusAccepted {
+					t.Fatalf("ask: %d %+v", code, r)
+				}
+				if got := g.wait(r.ConversationID, r.Turn); got.State != "succeeded" {
+					t.Fatalf("turn = %+v", got)
+				}
+			}
+			ask("/ask Where does Load check the path?")
+			first := time.Now()
+			waitFor(t, "the reply", func() bool { return len(withMarker(g.gh.IssueComments(repo, 8))) == 1 })
+
+			// Registered from the event.
+			var r struct{ CloneURL string `json:"clone_url"` }
+			g.do("GET", "/api/v1/repos/"+repo, nil, http.StatusOK, &r)
+			if r.CloneURL != cloneURL {
+				t.Errorf("clone_url = %q, want %q", r.CloneURL, cloneURL)
+			}
+			// The clone came with the installation token.
+			var fetched bool
+			for _, c := range g.gh.GitCalls() {
+				if c.Status == http.StatusOK && strings.HasPrefix(c.Auth, "Basic ") {
+					fetched = true
+				}
+			}
+			if !fetched {
+				t.Errorf("no authenticated fetch from the git server: %+v", g.gh.GitCalls())
+			}
+			if n := g.gh.Tokens(); n != 1 {
+				t.Errorf("%d installation tokens before the first expired, want 1 (cached)", n)
+			}
+
+			// After the token's renewal time the next question gets a new one.
+			time.Sleep(time.Until(first.Add(2500 * time.Millisecond)))
+			ask("/ask And in main.go?")
+			waitFor(t, "the second reply", func() bool { return len(withMarker(g.gh.IssueComments(repo, 8))) == 2 })
+			if n := g.gh.Tokens(); n != 2 {
+				t.Errorf("%d installation tokens, want 2", n)
+			}
+			used := map[string]bool{}
+			for _, c := range g.gh.Calls() {
+				if c.Status == http.StatusUnauthorized {
+					t.Errorf("GitHub refused %s %s", c.Method, c.Path)
+				}
+				if strings.HasPrefix(c.Path, "/repos/"+repo+"/issues") || strings.HasPrefix(c.Path, "/repos/"+repo+"/pulls") {
+					used[c.Auth] = true
+				}
+			}
+			if len(used) != 2 {
+				t.Errorf("the repository's calls used %d tokens, want 2", len(used))
+			}
+			// The App's own bot account is recognised as prchat.
+			body := payload(t, "issue_comment.json", ghPayload{Repo: repo, PR: 8, CommentID: 1_000_000 + commentIDs.Add(1), Body: "/ask Me?",
+				Login: "prchat[bot]", UserType: "User", CloneURL: cloneURL, Installation: installation})
+			if code, rc := deliver(t, g.url, "issue_comment", uuid.NewString(), body, testWebhookSecret); code != http.StatusOK || rc.Status != "ignored" {
+				t.Errorf("prchat's own comment: %d %+v", code, rc)
+			}
+		})
+	}
+}
+
+func TestGitHubRestartBetweenAnsweringAndPosting(t *testing.T) {
+	t.Parallel()
+	for _, m := range modes(t) {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			g := setupGitHub(t, m, nil)
+			g.reviewPR(7)
+			g.gh.HoldPosts()
+			body := payload(t, "issue_comment.json", ghPayload{PR: 7, CommentID: 1_000_000 + commentIDs.Add(1), Body: "/ask Why?"})
+			code, r := deliver(t, g.url, "issue_comment", uuid.NewString(), body, testWebhookSecret)
+			if code != http.StatusAccepted {
+				t.Fatalf("ask: %d %+v", code, r)
+			}
+			g.wait(r.ConversationID, 1)
+			// GitHub stored the reply but has not answered: prchat stops.
+			waitFor(t, "the held post", func() bool { return len(withMarker(g.gh.IssueComments("acme/widget", 7))) == 1 })
+			g.d.Stop()
+			g.gh.ReleasePosts()
+			if n := len(g.gh.CallsTo("POST", "/repos/acme/widget/issues/7/comments")); n != 1 {
+				t.Fatalf("%d posts before the restart, want 1", n)
+			}
+
+			d := g.boot(roleOf("serve"), g.cfg)
+			g.d, g.url = d, d.URL()
+			waitFor(t, "the comment marked posted", func() bool {
+				var state string
+				if err := d.store.DB().Table("webhook_comments").Select("state").Scan(&state).Error; err != nil {
+					t.Fatal(err)
+				}
+				return state == "posted"
+			})
+			if n := len(g.gh.CallsTo("POST", "/repos/acme/widget/issues/7/comments")); n != 1 {
+				t.Errorf("%d posts, want 1", n)
+			}
+			if n := len(withMarker(g.gh.IssueComments("acme/widget", 7))); n != 1 {
+				t.Errorf("%d replies, want 1", n)
+			}
+			if n := len(g.gh.CallsTo("GET", "/repos/acme/widget/issues/7/comments")); n < 1 {
+				t.Errorf("the restarted daemon did not look for the earlier reply")
+			}
+		})
+	}
 }

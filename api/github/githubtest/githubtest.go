@@ -16,7 +16,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cgi"
 	"net/http/httptest"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -96,6 +98,8 @@ type Server struct {
 	tokens    map[string]token
 	installs  map[string]int64 // repo -> installation
 	nextID    int64
+	hold      chan struct{} // non-nil: posts wait for it after storing
+	gitCalls  []Call
 }
 
 // New starts a fake GitHub API, closed when the test ends.
@@ -130,6 +134,86 @@ func New(t *testing.T) *Server {
 // PrivateKeyPEM returns the App's private key as PEM, for a key file.
 func (s *Server) PrivateKeyPEM() []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(s.Key)})
+}
+
+// HoldPosts makes every comment post store its comment and then wait,
+// without answering, until ReleasePosts or the client gives up: a client
+// that stops then has posted without knowing it.
+func (s *Server) HoldPosts() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hold = make(chan struct{})
+}
+
+// ReleasePosts lets held posts answer, and posts answer at once again.
+func (s *Server) ReleasePosts() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hold != nil {
+		close(s.hold)
+		s.hold = nil
+	}
+}
+
+// held waits while posts are held.
+func (s *Server) held(r *http.Request) {
+	s.mu.Lock()
+	h := s.hold
+	s.mu.Unlock()
+	if h == nil {
+		return
+	}
+	select {
+	case <-h:
+	case <-r.Context().Done():
+	}
+}
+
+// ServeGit serves the bare repositories under root over git's smart HTTP
+// protocol (git http-backend), to clients that authenticate with an
+// installation token of the repository's installation as the password
+// (user x-access-token), as GitHub does for a private repository. It
+// returns the server's base URL; a repository's clone URL is
+// base/owner/name.git.
+func (s *Server) ServeGit(t *testing.T, root string) string {
+	t.Helper()
+	git, err := exec.LookPath("git")
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend := &cgi.Handler{Path: git, Args: []string{"http-backend"}, Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := Call{Method: r.Method, Path: r.URL.Path, Auth: r.Header.Get("Authorization"), Status: http.StatusOK}
+		parts := strings.SplitN(strings.TrimPrefix(r.URL.Path, "/"), "/", 3)
+		repo := ""
+		if len(parts) >= 2 {
+			repo = parts[0] + "/" + strings.TrimSuffix(parts[1], ".git")
+		}
+		user, pass, ok := r.BasicAuth()
+		s.mu.Lock()
+		tok, known := s.tokens[pass]
+		inst := s.installs[repo]
+		s.mu.Unlock()
+		if !ok || user != "x-access-token" || !known || time.Now().After(tok.expires) || tok.installation != inst {
+			c.Status = http.StatusUnauthorized
+			w.Header().Set("WWW-Authenticate", `Basic realm="GitHub"`)
+			http.Error(w, "Invalid username or token.", http.StatusUnauthorized)
+		} else {
+			backend.ServeHTTP(w, r)
+		}
+		s.mu.Lock()
+		s.gitCalls = append(s.gitCalls, c)
+		s.mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// GitCalls returns the requests the git server received.
+func (s *Server) GitCalls() []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Call(nil), s.gitCalls...)
 }
 
 // AddPull makes a pull request the fake knows.
@@ -417,6 +501,7 @@ func (s *Server) createIssueComment(w http.ResponseWriter, r *http.Request) {
 	k := fmt.Sprintf("%s#%d", repoOf(r), n)
 	s.issue[k] = append(s.issue[k], c)
 	s.mu.Unlock()
+	s.held(r)
 	writeJSON(w, http.StatusCreated, c)
 }
 
@@ -447,6 +532,7 @@ func (s *Server) reply(w http.ResponseWriter, r *http.Request) {
 	c := Comment{ID: s.nextID, Body: body, InReplyTo: root, User: s.poster(r)}
 	s.review[k] = append(s.review[k], c)
 	s.mu.Unlock()
+	s.held(r)
 	writeJSON(w, http.StatusCreated, c)
 }
 
