@@ -174,6 +174,8 @@ func setupGitHub(t *testing.T, m mode, change func(*Config, *githubtest.Server))
 		switch {
 		case strings.Contains(req.Question, "fail"):
 			return scripted.Step{Err: errors.New("the model's server hung up")}
+		case strings.Contains(req.Question, "cut short"):
+			return scripted.Step{Events: []chat.Event{{Type: chat.EventNote, Text: chat.NoteCutShort}}, Answer: goodAnswer("The first half of an answer")}
 		case strings.Contains(req.Question, "hold"):
 			return scripted.Step{Wait: g.hold, Answer: goodAnswer("Held, then answered.")}
 		}
@@ -244,7 +246,7 @@ func TestGitHubWebhooks(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
 			g := setupGitHub(t, m, nil)
-			for _, pr := range []int{7, 9, 10, 11} {
+			for _, pr := range []int{7, 9, 10, 11, 12} {
 				g.reviewPR(pr)
 			}
 			newID := func() int64 { return 1_000_000 + commentIDs.Add(1) }
@@ -516,6 +518,19 @@ func TestGitHubWebhooks(t *testing.T) {
 				checkReplyLines(t, reply)
 			})
 
+			t.Run("an answer the model cut short is not posted as complete", func(t *testing.T) {
+				_, body := ask(12, "/ask Is this cut short?")
+				code, r := deliver(t, g.url, "issue_comment", uuid.NewString(), body, testWebhookSecret)
+				if code != http.StatusAccepted {
+					t.Fatalf("ask: %d %+v", code, r)
+				}
+				g.wait(r.ConversationID, 1)
+				waitFor(t, "the reply", func() bool { return len(withMarker(g.gh.IssueComments("acme/widget", 12))) == 1 })
+				if reply := withMarker(g.gh.IssueComments("acme/widget", 12))[0].Body; !strings.HasPrefix(reply, "> **This answer is incomplete**") {
+					t.Errorf("reply:\n%s", reply)
+				}
+			})
+
 			t.Run("GitHub answering 5xx to the first posts gets one reply", func(t *testing.T) {
 				g.gh.Fail("POST", "/repos/acme/widget/issues/11/comments", http.StatusBadGateway, 2)
 				_, body := ask(11, "/ask Why the retry?")
@@ -582,7 +597,7 @@ func TestGitHubWebhooks(t *testing.T) {
 
 			t.Run("metrics", func(t *testing.T) {
 				waitFor(t, "the replies' count", func() bool {
-					return strings.Contains(string(g.do("GET", "/metrics", nil, http.StatusOK, nil)), `prchat_webhook_replies_total{forge="github",outcome="posted"} 12`)
+					return strings.Contains(string(g.do("GET", "/metrics", nil, http.StatusOK, nil)), `prchat_webhook_replies_total{forge="github",outcome="posted"} 13`)
 				})
 				metrics := string(g.do("GET", "/metrics", nil, http.StatusOK, nil))
 				for _, want := range []string{
