@@ -683,7 +683,9 @@ func TestGitHubAppPrivateRepository(t *testing.T) {
 			waitFor(t, "the reply", func() bool { return len(withMarker(g.gh.IssueComments(repo, 8))) == 1 })
 
 			// Registered from the event.
-			var r struct{ CloneURL string `json:"clone_url"` }
+			var r struct {
+				CloneURL string `json:"clone_url"`
+			}
 			g.do("GET", "/api/v1/repos/"+repo, nil, http.StatusOK, &r)
 			if r.CloneURL != cloneURL {
 				t.Errorf("clone_url = %q, want %q", r.CloneURL, cloneURL)
