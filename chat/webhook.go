@@ -60,6 +60,9 @@ type Comment struct {
 	// Thread is the review thread (GitHub: its root comment id, GitLab: the
 	// discussion id); "" for a comment in the PR's timeline.
 	Thread string
+	// Discussion is where GitLab's reply goes: the note's discussion (a
+	// timeline note is a discussion of its own). Unused for GitHub.
+	Discussion string
 	// Installation is the GitHub App installation the event came through.
 	Installation int64
 	// HeadSHA and BaseSHA are the PR's commits when the event names them.
@@ -136,6 +139,7 @@ type CommentRef struct {
 	PR           int
 	CommentID    int64
 	Thread       string
+	Discussion   string
 	Installation int64
 }
 
@@ -374,7 +378,7 @@ func (s *Service) commentReview(ctx context.Context, wc *WebhookComment) (Review
 }
 
 func (c Comment) ref() CommentRef {
-	return CommentRef{Repository: c.Repository, PR: c.PR, CommentID: c.CommentID, Thread: c.Thread, Installation: c.Installation}
+	return CommentRef{Repository: c.Repository, PR: c.PR, CommentID: c.CommentID, Thread: c.Thread, Discussion: c.Discussion, Installation: c.Installation}
 }
 
 // deferComment records a failed attempt and when to try again; after

@@ -23,6 +23,7 @@ type webhookCommentRow struct {
 	PR             int       `gorm:"column:pr"`
 	CommentID      int64     `gorm:"column:comment_id"`
 	Thread         string    `gorm:"column:thread"`
+	Discussion     string    `gorm:"column:discussion"`
 	Question       string    `gorm:"column:question"`
 	Focus          *string   `gorm:"column:focus"` // JSON chat.Focus
 	CloneURL       string    `gorm:"column:clone_url"`
@@ -59,6 +60,7 @@ func (r webhookCommentRow) chat() (chat.WebhookComment, error) {
 			CommentID:    r.CommentID,
 			Question:     r.Question,
 			Thread:       r.Thread,
+			Discussion:   r.Discussion,
 			Installation: r.Installation,
 			HeadSHA:      r.HeadSHA,
 			BaseSHA:      r.BaseSHA,
@@ -117,6 +119,7 @@ func (s *Store) AddComment(ctx context.Context, c *chat.WebhookComment) error {
 		PR:            c.PR,
 		CommentID:     c.CommentID,
 		Thread:        c.Thread,
+		Discussion:    c.Discussion,
 		Question:      c.Question,
 		CloneURL:      c.CloneURL,
 		HTMLURL:       c.HTMLURL,

@@ -18,7 +18,7 @@ func newComment(delivery string, id int64, next time.Time) chat.WebhookComment {
 	return chat.WebhookComment{
 		Comment: chat.Comment{
 			Forge: chat.ForgeGitHub, DeliveryID: delivery, Repository: "octo/widgets", PR: 7, CommentID: id,
-			Question: "Why?", Thread: "42", HTMLURL: "https://github.com/octo/widgets", Installation: 5,
+			Question: "Why?", Thread: "42", Discussion: "d42", HTMLURL: "https://github.com/octo/widgets", Installation: 5,
 			Focus: &chat.Focus{Kind: chat.FocusSection, Anchors: []chat.Anchor{{Path: "a.go", StartLine: 3, EndLine: 4}}},
 		},
 		TurnID: "turn-" + delivery, NextAttempt: next,

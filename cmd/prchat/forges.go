@@ -8,12 +8,14 @@ import (
 
 	"github.com/prchat/prchat/api"
 	"github.com/prchat/prchat/api/github"
+	"github.com/prchat/prchat/api/gitlab"
 	"github.com/prchat/prchat/chat"
 )
 
 // forges are the code hosts' API clients that the settings configure.
 type forges struct {
 	github *github.Client
+	gitlab *gitlab.Client
 }
 
 func newForges(cfg Config, log *slog.Logger) (forges, error) {
@@ -30,6 +32,12 @@ func newForges(cfg Config, log *slog.Logger) (forges, error) {
 			return f, err
 		}
 	}
+	if cfg.GitLabToken != "" {
+		var err error
+		if f.gitlab, err = gitlab.New(gitlab.Config{APIURL: cfg.GitLabAPIURL, Token: cfg.GitLabToken, Logger: log}); err != nil {
+			return f, err
+		}
+	}
 	return f, nil
 }
 
@@ -38,6 +46,9 @@ func (f forges) list() []chat.Forge {
 	var out []chat.Forge
 	if f.github != nil {
 		out = append(out, f.github)
+	}
+	if f.gitlab != nil {
+		out = append(out, f.gitlab)
 	}
 	return out
 }
@@ -56,6 +67,12 @@ func (f forges) credentials(ctx context.Context, repo chat.Repository) (string, 
 			return f.github.GitCredentials(ctx, repo.Name)
 		}
 	}
+	if f.gitlab != nil {
+		scheme, host := f.gitlab.GitHost()
+		if strings.EqualFold(u.Hostname(), host) && (u.Scheme == "https" || u.Scheme == scheme) {
+			return f.gitlab.GitCredentials(ctx, repo.Name)
+		}
+	}
 	return "", "", nil
 }
 
@@ -66,5 +83,8 @@ func (f forges) webhooks(cfg Config) (gh, gl api.WebhookConfig) {
 		gh.Self = f.github.Login
 	}
 	gl = api.WebhookConfig{Secrets: []string{cfg.GitLabSecret}, AutoRegister: cfg.GitLabAutoRegister}
+	if f.gitlab != nil {
+		gl.Self = f.gitlab.Login
+	}
 	return gh, gl
 }

@@ -26,7 +26,10 @@ import (
 	"github.com/prchat/prchat/chat"
 )
 
-const testWebhookSecret = "whsec-0123456789abcdef"
+const (
+	testWebhookSecret  = "whsec-0123456789abcdef"
+	testPreviousSecret = "whsec-previous-secret"
+)
 
 // ghPayload fills a payload template of testdata/github.
 type ghPayload struct {
@@ -158,6 +161,7 @@ func setupGitHub(t *testing.T, m mode, change func(*Config, *githubtest.Server))
 	fake := githubtest.New(t)
 	e := prepare(t, m, func(c *Config) {
 		c.GitHubSecret = testWebhookSecret
+		c.GitHubSecretPrevious = testPreviousSecret
 		c.GitHubAPIURL = fake.URL
 		c.GitHubToken = fake.Token
 		if change != nil {
@@ -291,6 +295,10 @@ func TestGitHubWebhooks(t *testing.T) {
 				ping := payload(t, "ping.json", ghPayload{})
 				if code, r := deliver(t, g.url, "ping", uuid.NewString(), ping, testWebhookSecret); code != http.StatusOK || r.Status != "pong" {
 					t.Fatalf("ping: %d %+v", code, r)
+				}
+				// While the secret is rotated, the previous one signs too.
+				if code, r := deliver(t, g.url, "ping", uuid.NewString(), ping, testPreviousSecret); code != http.StatusOK || r.Status != "pong" {
+					t.Fatalf("ping signed with the previous secret: %d %+v", code, r)
 				}
 				cases := []struct {
 					name, event string
@@ -604,7 +612,7 @@ func TestGitHubWebhooks(t *testing.T) {
 					`prchat_webhook_deliveries_total{event="issue_comment",forge="github",outcome="unauthorized"} 3`,
 					`prchat_webhook_deliveries_total{event="issue_comment",forge="github",outcome="duplicate"} 10`,
 					`prchat_webhook_deliveries_total{event="issue_comment",forge="github",outcome="waiting"} 1`,
-					`prchat_webhook_deliveries_total{event="ping",forge="github",outcome="ping"} 1`,
+					`prchat_webhook_deliveries_total{event="ping",forge="github",outcome="ping"} 2`,
 					`prchat_webhook_duplicates_total{forge="github"} 10`,
 				} {
 					if !strings.Contains(metrics, want) {

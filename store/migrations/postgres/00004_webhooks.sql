@@ -11,6 +11,7 @@ CREATE TABLE webhook_comments (
     pr              INTEGER     NOT NULL,
     comment_id      BIGINT      NOT NULL,
     thread          TEXT        NOT NULL DEFAULT '',
+    discussion      TEXT        NOT NULL DEFAULT '',
     question        TEXT        NOT NULL,
     focus           TEXT,
     clone_url       TEXT        NOT NULL DEFAULT '',

@@ -10,6 +10,7 @@ CREATE TABLE webhook_comments (
     pr              INTEGER     NOT NULL,
     comment_id      INTEGER     NOT NULL,
     thread          TEXT        NOT NULL DEFAULT '',
+    discussion      TEXT        NOT NULL DEFAULT '',
     question        TEXT        NOT NULL,
     focus           TEXT,
     clone_url       TEXT        NOT NULL DEFAULT '',

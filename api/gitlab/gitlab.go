@@ -1,0 +1,162 @@
+// Package gitlab is prchat's GitLab API adapter (chat.Forge): it looks up
+// merge requests, reacts to notes, and posts answers as replies in the
+// note's discussion, with a token (PRCHAT_GITLAB_TOKEN), through GitLab's
+// official Go client.
+package gitlab
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	gl "gitlab.com/gitlab-org/api/client-go"
+
+	"github.com/prchat/prchat/chat"
+)
+
+var _ chat.Forge = (*Client)(nil)
+
+// Config configures a Client.
+type Config struct {
+	// APIURL is the REST API's base URL. Default https://gitlab.com/api/v4.
+	APIURL string
+	// Token is a personal, project or group access token with api scope.
+	Token string
+	// HTTPClient sends the requests; default one with a 30 s timeout.
+	HTTPClient *http.Client
+	Logger     *slog.Logger
+}
+
+// Client is a GitLab API client for prchat. It is safe for concurrent use.
+type Client struct {
+	cfg  Config
+	base *url.URL
+	api  *gl.Client
+	log  *slog.Logger
+
+	mu    sync.Mutex
+	login string
+}
+
+// New returns a Client.
+func New(cfg Config) (*Client, error) {
+	cfg.APIURL = cmp.Or(cfg.APIURL, "https://gitlab.com/api/v4")
+	base, err := url.Parse(cfg.APIURL)
+	if err != nil || (base.Scheme != "https" && base.Scheme != "http") || base.Host == "" {
+		return nil, fmt.Errorf("gitlab: API URL %q is not an http(s) URL", cfg.APIURL)
+	}
+	if cfg.Token == "" {
+		return nil, errors.New("gitlab: a token is required")
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+	}
+	// prchat's outbox retries with its own backoff; the client's own
+	// retries stay few and short.
+	api, err := gl.NewClient(cfg.Token, gl.WithBaseURL(cfg.APIURL), gl.WithHTTPClient(cfg.HTTPClient),
+		gl.WithCustomRetryMax(1), gl.WithCustomRetryWaitMinMax(100*time.Millisecond, time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("gitlab: %w", err)
+	}
+	return &Client{cfg: cfg, base: base, api: api, log: cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))}, nil
+}
+
+// Name is chat.ForgeGitLab.
+func (c *Client) Name() string { return chat.ForgeGitLab }
+
+// Login returns the token's user name, whose notes are prchat's own.
+func (c *Client) Login(ctx context.Context) (string, error) {
+	c.mu.Lock()
+	login := c.login
+	c.mu.Unlock()
+	if login != "" {
+		return login, nil
+	}
+	u, _, err := c.api.Users.CurrentUser(gl.WithContext(ctx))
+	if err != nil {
+		return "", wrap("find the token's user", err)
+	}
+	c.mu.Lock()
+	c.login = u.Username
+	c.mu.Unlock()
+	return u.Username, nil
+}
+
+// GitHost returns the scheme and host of the git addresses that go with
+// the API, the only ones the token is sent to.
+func (c *Client) GitHost() (scheme, host string) { return c.base.Scheme, c.base.Hostname() }
+
+// GitCredentials returns the user name and password git uses to fetch over
+// HTTPS: the token.
+func (c *Client) GitCredentials(context.Context, string) (string, string, error) {
+	return "oauth2", c.cfg.Token, nil
+}
+
+// PullRequest returns a merge request's head and base commits.
+func (c *Client) PullRequest(ctx context.Context, ref chat.CommentRef) (string, string, error) {
+	mr, _, err := c.api.MergeRequests.GetMergeRequest(ref.Repository, int64(ref.PR), nil, gl.WithContext(ctx))
+	if err != nil {
+		return "", "", wrap(fmt.Sprintf("get merge request %s!%d", ref.Repository, ref.PR), err)
+	}
+	head := cmp.Or(mr.DiffRefs.HeadSha, mr.SHA)
+	return head, mr.DiffRefs.BaseSha, nil
+}
+
+// React awards 👀 to the note.
+func (c *Client) React(ctx context.Context, ref chat.CommentRef) error {
+	_, _, err := c.api.AwardEmoji.CreateMergeRequestAwardEmojiOnNote(ref.Repository, int64(ref.PR), ref.CommentID,
+		&gl.CreateAwardEmojiOptions{Name: "eyes"}, gl.WithContext(ctx))
+	return wrap(fmt.Sprintf("award an emoji to note %d of %s!%d", ref.CommentID, ref.Repository, ref.PR), err)
+}
+
+// FindReply returns the id of a note of the discussion whose body holds
+// marker, or "".
+func (c *Client) FindReply(ctx context.Context, ref chat.CommentRef, marker string) (string, error) {
+	d, _, err := c.api.Discussions.GetMergeRequestDiscussion(ref.Repository, int64(ref.PR), ref.Discussion, gl.WithContext(ctx))
+	if err != nil {
+		return "", wrap(fmt.Sprintf("get discussion %s of %s!%d", ref.Discussion, ref.Repository, ref.PR), err)
+	}
+	for _, n := range d.Notes {
+		if n != nil && strings.Contains(n.Body, marker) {
+			return strconv.FormatInt(n.ID, 10), nil
+		}
+	}
+	return "", nil
+}
+
+// PostReply posts body as a note of the discussion.
+func (c *Client) PostReply(ctx context.Context, ref chat.CommentRef, body string) (string, error) {
+	if ref.Discussion == "" {
+		return "", fmt.Errorf("note %d of %s!%d: %w: no discussion to reply in", ref.CommentID, ref.Repository, ref.PR, chat.ErrForgeRefused)
+	}
+	n, _, err := c.api.Discussions.AddMergeRequestDiscussionNote(ref.Repository, int64(ref.PR), ref.Discussion,
+		&gl.AddMergeRequestDiscussionNoteOptions{Body: gl.Ptr(body)}, gl.WithContext(ctx))
+	if err != nil {
+		return "", wrap(fmt.Sprintf("reply in discussion %s of %s!%d", ref.Discussion, ref.Repository, ref.PR), err)
+	}
+	return strconv.FormatInt(n.ID, 10), nil
+}
+
+// wrap names what failed; a refusal retrying cannot change (a 4xx other
+// than 401, 408, 409 and 429) wraps chat.ErrForgeRefused.
+func wrap(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var er *gl.ErrorResponse
+	if errors.As(err, &er) && er.Response != nil {
+		code := er.Response.StatusCode
+		if code >= 400 && code < 500 && code != 401 && code != 408 && code != 409 && code != 429 {
+			return fmt.Errorf("%s: %w (%d): %w", what, chat.ErrForgeRefused, code, err)
+		}
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
