@@ -313,11 +313,15 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 		if err = d.reconciler.Start(ctx); err != nil {
 			return nil, err
 		}
-		if d.outbox, err = worker.NewOutbox(d.svc, worker.OutboxConfig{Interval: o.outboxInterval, Logger: log}); err != nil {
-			return nil, err
-		}
-		if err = d.outbox.Start(ctx); err != nil {
-			return nil, err
+		// Webhook questions exist only where a webhook or a forge is set up;
+		// elsewhere the outbox's poll would be idle work.
+		if fg.enabled(cfg) {
+			if d.outbox, err = worker.NewOutbox(d.svc, worker.OutboxConfig{Interval: o.outboxInterval, Logger: log}); err != nil {
+				return nil, err
+			}
+			if err = d.outbox.Start(ctx); err != nil {
+				return nil, err
+			}
 		}
 	}
 

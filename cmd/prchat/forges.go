@@ -41,6 +41,11 @@ func newForges(cfg Config, log *slog.Logger) (forges, error) {
 	return f, nil
 }
 
+// enabled reports whether any webhook or forge API is configured.
+func (f forges) enabled(cfg Config) bool {
+	return len(f.list()) > 0 || cfg.GitHubSecret != "" || cfg.GitHubSecretPrevious != "" || cfg.GitLabSecret != ""
+}
+
 // list returns the configured forges for chat.
 func (f forges) list() []chat.Forge {
 	var out []chat.Forge
