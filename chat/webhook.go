@@ -422,6 +422,12 @@ func (s *Service) DeliverReplies(ctx context.Context) (int, error) {
 			break
 		}
 		wc := &due[i]
+		// An answer still being made needs nothing yet: no write.
+		if wc.State == CommentQueued && (wc.Reacted || s.forges[wc.Forge] == nil) {
+			if t, err := s.store.TurnByID(ctx, wc.TurnID); err == nil && !t.State.Final() {
+				continue
+			}
+		}
 		// Take the comment for a while, so that another process leaves it.
 		wc.NextAttempt = s.now().Add(s.cfg.CommentLease)
 		if err := s.comments.UpdateComment(ctx, wc); err != nil {
