@@ -201,6 +201,16 @@ func (g *ghEnv) reviewPR(pr int) {
 		http.StatusCreated, nil)
 }
 
+// waitTurnState polls a turn until it reaches state.
+func (g *ghEnv) waitTurnState(conv string, n int, state string) {
+	g.t.Helper()
+	waitFor(g.t, "turn state "+state, func() bool {
+		var t turnJSON
+		g.do("GET", fmt.Sprintf("/api/v1/conversations/%s/turns/%d", conv, n), nil, http.StatusOK, &t)
+		return t.State == state
+	})
+}
+
 // waitFor polls cond until it holds or 20 s pass.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -490,7 +500,7 @@ func TestGitHubWebhooks(t *testing.T) {
 					t.Fatalf("first: %d %+v", code, r)
 				}
 				conv := r.ConversationID
-				g.waitState(conv, 1, "running")
+				g.waitTurnState(conv, 1, "running")
 				_, body = ask(9, "/ask And then?")
 				code, r = deliver(t, g.url, "issue_comment", uuid.NewString(), body, testWebhookSecret)
 				if code != http.StatusAccepted || r.Status != "waiting" || r.ConversationID != conv {
