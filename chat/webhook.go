@@ -248,12 +248,16 @@ func (s *Service) ReceiveComment(ctx context.Context, c Comment, autoRegister bo
 		}
 		return Receipt{}, err
 	}
-	r, err := s.askComment(ctx, &wc)
+	// Forges wait about 10 s for an answer: what takes longer (a slow API
+	// for an unreviewed PR) is left to DeliverReplies.
+	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	r, err := s.askComment(actx, &wc)
 	if err != nil {
 		// Stored: DeliverReplies asks it later.
 		s.log.WarnContext(ctx, "ask a webhook question; it will be tried again",
 			slog.String("comment", wc.ID), slog.String("repository", c.Repository), slog.Any("err", err))
-		s.deferComment(ctx, &wc, err)
+		s.deferComment(context.WithoutCancel(ctx), &wc, err)
 		return Receipt{Status: ReceiptQueued}, nil
 	}
 	return r, nil
