@@ -137,4 +137,3 @@ func gitlabFocus(p *gl.NotePosition) *chat.Focus {
 	}
 	return &chat.Focus{Kind: chat.FocusSection, Anchors: []chat.Anchor{a}}
 }
-
