@@ -66,13 +66,13 @@ func newWebhookMetrics(reg prometheus.Registerer) *webhookMetrics {
 func webhookBody(c echo.Context) ([]byte, error) {
 	r := c.Request()
 	if r.ContentLength > WebhookBodyLimit {
-		return nil, chat.Errorf(chat.CodeInvalid, "request body is larger than %d bytes", WebhookBodyLimit)
+		return nil, tooLarge(WebhookBodyLimit)
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), r.Body, WebhookBodyLimit))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, chat.Errorf(chat.CodeInvalid, "request body is larger than %d bytes", mbe.Limit)
+			return nil, tooLarge(mbe.Limit)
 		}
 		return nil, chat.Errorf(chat.CodeInvalid, "read request body: %v", err)
 	}

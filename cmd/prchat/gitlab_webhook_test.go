@@ -83,6 +83,7 @@ func deliverGitLab(t *testing.T, base, key string, body []byte, token string) (i
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
+	checkResponse(t, req, resp, raw)
 	var r receipt
 	if err := json.Unmarshal(raw, &r); err != nil {
 		t.Fatalf("decode %s: %v", raw, err)

@@ -138,6 +138,7 @@ func deliver(t *testing.T, base, event, delivery string, body []byte, secret str
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
+	checkResponse(t, req, resp, raw)
 	var r receipt
 	if err := json.Unmarshal(raw, &r); err != nil {
 		t.Fatalf("decode %s: %v", raw, err)
@@ -289,6 +290,11 @@ func TestGitHubWebhooks(t *testing.T) {
 				resp.Body.Close()
 				if resp.StatusCode != http.StatusUnauthorized {
 					t.Fatalf("signature of another body: %d", resp.StatusCode)
+				}
+				// A body over 25 MB is refused before it is read.
+				big := append(bytes.Repeat([]byte(" "), 25<<20), body...)
+				if code, r := deliver(t, g.url, "issue_comment", uuid.NewString(), big, testWebhookSecret); code != http.StatusRequestEntityTooLarge || r.Error == nil || r.Error.Code != "invalid" {
+					t.Errorf("a body over 25 MB: %d %+v", code, r)
 				}
 				if n := g.count("webhook_comments"); n != 0 {
 					t.Errorf("webhook_comments has %d rows after refused deliveries", n)
