@@ -271,6 +271,18 @@ func (s *Service) askComment(ctx context.Context, wc *WebhookComment) (Receipt, 
 	} else if ErrorCode(err) != CodeNotFound {
 		return Receipt{}, err
 	}
+	// Questions from comments count against the repository's question
+	// rate like any (anyone who can comment can ask): over it, the
+	// question waits until the limit allows it.
+	if wait, err := s.commentRateWait(ctx, wc.Repository); err != nil {
+		return Receipt{}, err
+	} else if wait > 0 {
+		wc.NextAttempt = s.now().Add(wait)
+		if err := s.comments.UpdateComment(ctx, wc); err != nil && !errors.Is(err, ErrFenced) {
+			return Receipt{}, err
+		}
+		return Receipt{Status: ReceiptWaiting, Reason: RateLimited("questions about "+wc.Repository, wait).Message}, nil
+	}
 	rev, err := s.commentReview(ctx, wc)
 	if err != nil {
 		return Receipt{}, err
@@ -336,6 +348,19 @@ func (s *Service) askComment(ctx context.Context, wc *WebhookComment) (Receipt, 
 	s.enqueue(ctx, t)
 	s.feed(ctx, head.Repository, head.PR, t, StateQueued, "")
 	return s.commentQueued(ctx, wc, head.ID, t.Number)
+}
+
+// commentRateWait takes one question of repo's rate limit, or says how
+// long until the limit allows one.
+func (s *Service) commentRateWait(ctx context.Context, repo string) (time.Duration, error) {
+	if s.limiter == nil || s.cfg.QuestionsPerRepo.Off() {
+		return 0, nil
+	}
+	wait, err := s.limiter.Allow(ctx, "repo:"+repo, s.cfg.QuestionsPerRepo, s.now())
+	if err != nil {
+		return 0, fmt.Errorf("rate limit of %s: %w", repo, err)
+	}
+	return wait, nil
 }
 
 func (s *Service) commentQueued(ctx context.Context, wc *WebhookComment, convID string, n int) (Receipt, error) {

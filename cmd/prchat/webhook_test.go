@@ -801,3 +801,38 @@ func TestGitHubRestartBetweenAnsweringAndPosting(t *testing.T) {
 		})
 	}
 }
+
+func TestGitHubQuestionsCountAgainstTheRepositoryRate(t *testing.T) {
+	t.Parallel()
+	for _, m := range modes(t) {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			g := setupGitHub(t, m, func(c *Config, _ *githubtest.Server) {
+				c.RateQuestionsRepo = chat.Rate{Count: 2, Per: time.Hour}
+			})
+			g.reviewPR(7)
+			var statuses []string
+			for _, q := range []string{"/ask One?", "/ask Two?", "/ask Three?"} {
+				body := payload(t, "issue_comment.json", ghPayload{PR: 7, CommentID: 1_000_000 + commentIDs.Add(1), Body: q})
+				code, r := deliver(t, g.url, "issue_comment", uuid.NewString(), body, testWebhookSecret)
+				if code != http.StatusAccepted {
+					t.Fatalf("%s: %d %+v", q, code, r)
+				}
+				statuses = append(statuses, r.Status)
+				if r.Status == "waiting" && !strings.Contains(r.Reason, "too many questions about acme/widget") {
+					t.Errorf("reason = %q", r.Reason)
+				}
+				if r.Turn > 0 {
+					g.wait(r.ConversationID, r.Turn)
+				}
+			}
+			if diff := fmt.Sprint(statuses); diff != "[queued queued waiting]" {
+				t.Errorf("statuses = %v, want the third waiting for the rate", statuses)
+			}
+			var turns int64
+			if err := g.d.store.DB().Table("turns").Count(&turns).Error; err != nil || turns != 2 {
+				t.Errorf("%d turns (%v), want 2", turns, err)
+			}
+		})
+	}
+}
