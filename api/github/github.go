@@ -190,12 +190,18 @@ func (c *Client) Login(ctx context.Context) (string, error) {
 }
 
 // GitCredentials returns the user name and password git uses to clone or
-// fetch a repository over HTTPS: the token, or an installation token.
+// fetch a repository over HTTPS: the token, or an installation token; none
+// for a repository the App is not installed on.
 func (c *Client) GitCredentials(ctx context.Context, repo string) (user, password string, err error) {
 	if c.tokenClient != nil {
 		return "x-access-token", c.cfg.Token, nil
 	}
 	tr, err := c.installation(ctx, repo, 0)
+	if errors.Is(err, chat.ErrForgeRefused) {
+		// The App is not installed there: git fetches without credentials,
+		// as for any public repository.
+		return "", "", nil
+	}
 	if err != nil {
 		return "", "", err
 	}
