@@ -9,6 +9,11 @@
 // Backends and Workspaces for them, and a Publisher for live events — which
 // the adapter packages (store, worker, agentsession, api) implement or call.
 //
+// Questions from pull request comments (webhook.go) are stored once in a
+// CommentStore (the inbox of questions and outbox of their answers in one
+// record), asked like any other, and answered back through a Forge
+// (GitHub, GitLab) by DeliverReplies, each reply once (reply.go).
+//
 // chat imports no other prchat package (its own sub-packages aside) and no
 // adapter library: no HTTP framework, job queue, ORM or model SDK.
 package chat
