@@ -43,9 +43,9 @@ func (s *Service) Run(ctx context.Context, turnID, runner string) error {
 		return fmt.Errorf("claim turn %s: %w", turnID, err)
 	}
 	r := &run{s: s, turn: t, fence: t.Fence, seq: t.LastSeq, started: s.now()}
-	if t.Fence > int64(s.cfg.MaxAttempts) {
-		o := r.failure(Fail(ReasonInterrupted, fmt.Errorf("the turn was started %d times and its workers stopped under it", t.Fence-1)))
-		o.State = StateInterrupted
+	if s.cfg.Policy.OutOfAttempts(t.Fence - 1) {
+		// The runs before this one all ended early.
+		o := Outcome{State: StateInterrupted, Reason: ReasonInterrupted, Note: InterruptedNote(t.Fence - 1)}
 		return r.finish(ctx, o)
 	}
 	r.emit(ctx, Event{Type: EventState, State: StateRunning})
@@ -68,7 +68,7 @@ func (s *Service) mayTakeOver(ctx context.Context, t Turn, runner string) bool {
 	if err != nil || !alive {
 		return err == nil
 	}
-	return t.StartedAt != nil && s.now().Sub(*t.StartedAt) > s.cfg.TurnTimeout+s.cfg.TakeoverAfter
+	return t.StartedAt != nil && s.now().Sub(*t.StartedAt) > s.cfg.Policy.Windows().Takeover
 }
 
 // run is one run of a turn.
@@ -121,7 +121,7 @@ func (r *run) execute(ctx context.Context) (Outcome, error) {
 	if p.mode == SessionSeeded {
 		r.emit(ctx, Event{Type: EventNote, Text: noteSeededPrefix + p.reason})
 	}
-	tctx, cancel := context.WithTimeout(ctx, s.cfg.TurnTimeout)
+	tctx, cancel := context.WithTimeout(ctx, s.cfg.Policy.TurnTimeout)
 	defer cancel()
 
 	ask := Ask{Question: r.turn.Question, Focus: r.turn.Focus}
@@ -165,7 +165,7 @@ func (r *run) execute(ctx context.Context) (Outcome, error) {
 				return Outcome{}, ctx.Err() // cancelled, or this worker stops
 			}
 			if tctx.Err() != nil {
-				err = Fail(ReasonTimeout, fmt.Errorf("the turn took longer than %s", s.cfg.TurnTimeout))
+				err = Fail(ReasonTimeout, fmt.Errorf("the turn took longer than %s", s.cfg.Policy.TurnTimeout))
 			}
 			o := r.failure(err)
 			o.Usage = usage

@@ -20,8 +20,9 @@ type Config struct {
 	// WorkerID is this process's worker id (its host), recorded as the host
 	// of the sessions its runs create. Required for a Service that runs turns.
 	WorkerID string
-	// TurnTimeout bounds a turn's agent work, repairs included. Default 10m.
-	TurnTimeout time.Duration
+	// Policy is the policy of a turn's life (time limits, attempts, a sole
+	// worker), shared with the worker and the reconciler.
+	Policy TurnPolicy
 	// MaxRepairs is how often an invalid answer is sent back to the agent.
 	// Zero means never; cmd sets the default of 2.
 	MaxRepairs int
@@ -34,21 +35,10 @@ type Config struct {
 	// DefaultBackend runs conversations of reviews that name no backend.
 	// Default local.
 	DefaultBackend string
-	// MaxAttempts is how many runs a turn gets before it is settled as
-	// interrupted (runs end early when their worker dies). Default 3.
-	MaxAttempts int
 	// Providers are the providers questions may name and the provider
 	// settings list; DefaultProvider is the active one until one is set.
 	Providers       []ProviderConfig
 	DefaultProvider string
-	// TakeoverAfter is how long after the turn timeout a running turn whose
-	// runner still looks alive may be taken over by another run. Default 1m.
-	TakeoverAfter time.Duration
-	// SoleWorker says that the worker beside this Service is the only one
-	// there can be (prchat serve on its embedded Redis). Every turn then
-	// goes on the shared queue: the host of every session is that worker,
-	// so there is no host to pin a turn to and no liveness to ask about.
-	SoleWorker bool
 	// ReposRoots are the folders under which clone paths and review run
 	// directories may lie; AnyPath allows any path (a loopback daemon with
 	// no roots configured). With neither, no clone path is taken.
@@ -75,12 +65,10 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	c.TurnTimeout = cmp.Or(c.TurnTimeout, 10*time.Minute)
+	c.Policy = c.Policy.withDefaults()
 	c.MaxCalls = cmp.Or(c.MaxCalls, 40)
 	c.MaxTokens = cmp.Or(c.MaxTokens, 10_000_000)
 	c.DefaultBackend = cmp.Or(c.DefaultBackend, BackendLocal)
-	c.MaxAttempts = cmp.Or(c.MaxAttempts, 3)
-	c.TakeoverAfter = cmp.Or(c.TakeoverAfter, time.Minute)
 	c.CommentPoll = cmp.Or(c.CommentPoll, time.Second)
 	c.CommentLease = cmp.Or(c.CommentLease, time.Minute)
 	c.CommentBackoff = cmp.Or(c.CommentBackoff, time.Second)
@@ -88,8 +76,11 @@ func (c Config) withDefaults() Config {
 }
 
 func (c Config) validate() error {
+	if err := c.Policy.Validate(); err != nil {
+		return err
+	}
 	switch {
-	case c.TurnTimeout < 0, c.MaxCalls < 0, c.MaxTokens < 0, c.MaxAttempts < 0:
+	case c.MaxCalls < 0, c.MaxTokens < 0:
 		return errors.New("limits must not be negative")
 	case c.MaxRepairs < 0 || c.MaxRepairs > 10:
 		return fmt.Errorf("max repairs %d is outside 0..10", c.MaxRepairs)
@@ -443,7 +434,7 @@ func (s *Service) backendOf(provider string) string {
 // fork or resume, while that host is alive; else (and always for a sole
 // worker) the shared queue.
 func (s *Service) route(ctx context.Context, backend, host string) string {
-	if s.cfg.SoleWorker || host == "" || backend == BackendLocal {
+	if s.cfg.Policy.SoleWorker || host == "" || backend == BackendLocal {
 		return ""
 	}
 	alive, err := s.hosts.Alive(ctx, host)

@@ -225,6 +225,10 @@ func TestTooManyAttemptsIsInterrupted(t *testing.T) {
 	if turn.State != chat.StateInterrupted || turn.Reason != chat.ReasonInterrupted {
 		t.Fatalf("turn = %s/%s, want interrupted/interrupted", turn.State, turn.Reason)
 	}
+	// The same note the reconciler gives a turn it settles so.
+	if want := chat.InterruptedNote(3); turn.Note != want {
+		t.Errorf("note %q, want %q", turn.Note, want)
+	}
 	if n := len(f.scripted.Requests()); n != 0 {
 		t.Fatalf("agent calls = %d, want 0", n)
 	}
@@ -242,7 +246,7 @@ func TestSoleWorkerRoutesEveryTurnToTheSharedQueue(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		svc, err := chat.NewService(chat.Config{WorkerID: "w1", SoleWorker: sole, AnyPath: true}, chat.Deps{
+		svc, err := chat.NewService(chat.Config{WorkerID: "w1", Policy: chat.TurnPolicy{SoleWorker: sole}, AnyPath: true}, chat.Deps{
 			Store: st, Queue: q, Hosts: hosts, Backends: []chat.Backend{scripted.New("")}, Masker: mask.New(), Clones: ws,
 		})
 		if err != nil {

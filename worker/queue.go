@@ -78,17 +78,17 @@ type QueueConfig struct {
 	// it (the Reconciler then settles its turn as failed). A cancelled job
 	// also counts as failed once. Zero means the default, 3.
 	MaxRetry int
-	// Timeout bounds one run of a job; set it slightly above the turn timeout
-	// (PRCHAT_TURN_TIMEOUT) so that chat ends a turn before asynq does.
-	// Default 11m.
-	Timeout time.Duration
+	// Policy is the turns' policy, as the chat.Service has it: its Job
+	// window bounds one run of a job, so that chat ends a turn before the
+	// queue does.
+	Policy chat.TurnPolicy
 	// Logger receives what the queue does. Default: discard.
 	Logger *slog.Logger
 }
 
 func (c QueueConfig) withDefaults() QueueConfig {
 	c.MaxRetry = cmp.Or(c.MaxRetry, 3)
-	c.Timeout = cmp.Or(c.Timeout, 11*time.Minute)
+	c.Policy = c.Policy.WithDefaults()
 	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	return c
 }
@@ -97,8 +97,9 @@ func (c QueueConfig) validate() error {
 	switch {
 	case c.MaxRetry < 0 || c.MaxRetry > 100:
 		return fmt.Errorf("queue max retry %d is outside 0..100", c.MaxRetry)
-	case c.Timeout < time.Second:
-		return fmt.Errorf("queue job timeout %v is under a second", c.Timeout)
+	}
+	if err := c.Policy.Validate(); err != nil {
+		return fmt.Errorf("queue: %w", err)
 	}
 	return nil
 }
@@ -173,7 +174,7 @@ func (q *Queue) enqueue(ctx context.Context, turnID, taskID, queue string) (bool
 		asynq.TaskID(taskID),
 		asynq.Queue(queue),
 		asynq.MaxRetry(q.cfg.MaxRetry),
-		asynq.Timeout(q.cfg.Timeout),
+		asynq.Timeout(q.cfg.Policy.Windows().Job),
 	)
 	switch {
 	case errors.Is(err, asynq.ErrTaskIDConflict):

@@ -97,7 +97,7 @@ func TestSoleWorkerConsumesTheSharedQueueAlone(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	rec := newRecorder(nil)
-	e.startServer(t, "solo", rec, func(c *ServerConfig) { c.SoleWorker = true })
+	e.startServer(t, "solo", rec, func(c *ServerConfig) { c.Policy.SoleWorker = true })
 	if err := e.queue.Enqueue(t.Context(), "pinned-turn", "solo"); err != nil {
 		t.Fatal(err)
 	}

@@ -25,11 +25,9 @@ type Turns interface {
 	Settle(ctx context.Context, turnID string, state chat.State, reason chat.Reason, note string) error
 }
 
-// Notes the Reconciler settles turns with.
-const (
-	NoteInterrupted = "The worker running it stopped."
-	noteFailedJob   = "Its job failed %d times; the last error: %s"
-)
+// noteFailedJob is the note of a turn settled failed because its job was
+// archived.
+const noteFailedJob = "Its job failed %d times; the last error: %s"
 
 // ReconcilerConfig configures a Reconciler.
 type ReconcilerConfig struct {
@@ -41,16 +39,12 @@ type ReconcilerConfig struct {
 	// queued turn's job may run without claiming the turn before its worker
 	// counts as dead. Default 2s.
 	Grace time.Duration
-	// MaxAttempts is how many runs a turn gets: a running turn whose runner
-	// died and that has been claimed this often (its fence) is settled as
-	// interrupted rather than handed to another worker. Default 3, as
-	// chat.Config.MaxAttempts.
-	MaxAttempts int
-	// StuckAfter is how long after it started a running turn whose runner
-	// looks alive but that has no job left is handed to another worker
-	// (chat lets a run take over a live runner's turn after
-	// chat.Config.TurnTimeout + TakeoverAfter). Default 11m.
-	StuckAfter time.Duration
+	// Policy is the turns' policy, as the chat.Service has it: a running
+	// turn whose runner died and that is out of attempts is settled as
+	// interrupted rather than handed to another worker, and one whose
+	// runner looks alive but that has no job is handed on after its Stuck
+	// window.
+	Policy chat.TurnPolicy
 	// Logger receives what the reconciler did, per turn. Default: discard.
 	Logger *slog.Logger
 	// Now tells the time. Default time.Now.
@@ -60,8 +54,7 @@ type ReconcilerConfig struct {
 func (c ReconcilerConfig) withDefaults() ReconcilerConfig {
 	c.Interval = cmp.Or(c.Interval, 5*time.Second)
 	c.Grace = cmp.Or(c.Grace, 2*time.Second)
-	c.MaxAttempts = cmp.Or(c.MaxAttempts, 3)
-	c.StuckAfter = cmp.Or(c.StuckAfter, 11*time.Minute)
+	c.Policy = c.Policy.WithDefaults()
 	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	if c.Now == nil {
 		c.Now = time.Now
@@ -75,10 +68,9 @@ func (c ReconcilerConfig) validate() error {
 		return fmt.Errorf("reconciler interval %v is under 10ms", c.Interval)
 	case c.Grace < 0:
 		return fmt.Errorf("reconciler grace %v is negative", c.Grace)
-	case c.MaxAttempts < 1:
-		return fmt.Errorf("reconciler max attempts %d is under 1", c.MaxAttempts)
-	case c.StuckAfter <= 0:
-		return fmt.Errorf("reconciler stuck-after %v must be positive", c.StuckAfter)
+	}
+	if err := c.Policy.Validate(); err != nil {
+		return fmt.Errorf("reconciler: %w", err)
 	}
 	return nil
 }
@@ -128,11 +120,11 @@ func (c *Counts) add(o Counts) {
 //   - queued, its job running for longer than Grace without claiming the
 //     turn, or running in a dead worker's queue: enqueue a rescue job;
 //   - running, its runner dead (no heartbeat from that instance): settle it
-//     interrupted after MaxAttempts runs; else leave a waiting job be (moving
+//     interrupted when out of attempts; else leave a waiting job be (moving
 //     it out of a dead worker's queue); else (its job still active on the
 //     dead worker, or gone) enqueue a rescue job on the shared queue;
-//   - running, its runner alive but no job left for longer than StuckAfter
-//     since it started: enqueue a rescue job.
+//   - running, its runner alive but no job left for longer than the policy's
+//     Stuck window since it started: enqueue a rescue job.
 //
 // Several Reconcilers (one per worker process) may run at once: every action
 // is idempotent (TaskIDs, fences, ErrSettled).
@@ -375,13 +367,13 @@ func (p *pass) running(ctx context.Context, t chat.Turn, live, archived []Task) 
 		case len(archived) > 0:
 			// Its last handler gave up for good and nothing runs it.
 			return p.settleFailed(ctx, t, archived)
-		case t.StartedAt != nil && p.now.Sub(*t.StartedAt) > p.r.cfg.StuckAfter:
+		case t.StartedAt != nil && p.now.Sub(*t.StartedAt) > p.r.cfg.Policy.Windows().Stuck:
 			return p.rescue(ctx, t, "it has run for longer than the turn may, and it has no job")
 		}
 		return nil
 	}
-	if t.Fence >= int64(p.r.cfg.MaxAttempts) {
-		settled, err := p.settle(ctx, t, chat.StateInterrupted, chat.ReasonInterrupted, NoteInterrupted)
+	if p.r.cfg.Policy.OutOfAttempts(t.Fence) {
+		settled, err := p.settle(ctx, t, chat.StateInterrupted, chat.ReasonInterrupted, chat.InterruptedNote(t.Fence))
 		if err != nil {
 			return err
 		}

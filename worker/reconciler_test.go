@@ -311,7 +311,7 @@ func TestReconcileRunningTurns(t *testing.T) {
 				t.Errorf("turn state %s, want %s", got.State, tc.wantState)
 			}
 			if tc.wantState == chat.StateInterrupted {
-				want := settlement{chat.StateInterrupted, chat.ReasonInterrupted, NoteInterrupted}
+				want := settlement{chat.StateInterrupted, chat.ReasonInterrupted, chat.InterruptedNote(tc.fence)}
 				if s, _ := turns.settlement("t"); s != want {
 					t.Errorf("settled %+v, want %+v", s, want)
 				}

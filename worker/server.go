@@ -14,6 +14,8 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/prchat/prchat/chat"
 )
 
 // TurnRunner runs one turn; implemented by *chat.Service.
@@ -44,10 +46,11 @@ type ServerConfig struct {
 	// within milliseconds; every idle poll is one Redis script call per
 	// queue consumed.
 	TaskCheckInterval time.Duration
-	// SoleWorker consumes the shared queue alone, for the only worker on
-	// its Redis (prchat serve's embedded one), to which chat routes no turn
-	// by host: one queue is one script call less per poll and per job.
-	SoleWorker bool
+	// Policy is the turns' policy, as the chat.Service has it. A sole
+	// worker (prchat serve's, on its embedded Redis), to which chat routes
+	// no turn by host, consumes the shared queue alone: one queue is one
+	// script call less per poll and per job.
+	Policy chat.TurnPolicy
 	// DelayedTaskCheckInterval is how often jobs waiting for a retry are
 	// made ready. Default 500ms.
 	DelayedTaskCheckInterval time.Duration
@@ -140,7 +143,7 @@ func (s *Server) Runner() string { return s.cfg.Identity.Runner() }
 // its host queue before the shared one, or the shared one alone for a
 // sole worker.
 func (s *Server) queues() map[string]int {
-	if s.cfg.SoleWorker {
+	if s.cfg.Policy.SoleWorker {
 		return map[string]int{SharedQueue: 1}
 	}
 	return map[string]int{HostQueue(s.cfg.Identity.ID): 2, SharedQueue: 1}

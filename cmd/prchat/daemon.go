@@ -159,9 +159,12 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 	if err != nil {
 		return nil, err
 	}
+	// One policy of a turn's life for every part. The embedded Redis lives
+	// in this process: no other worker can take a turn.
+	policy := chat.TurnPolicy{TurnTimeout: cfg.TurnTimeout, SoleWorker: d.embedded != nil}
 	if d.queue, err = worker.NewQueue(d.rdb, worker.QueueConfig{
 		MaxRetry: o.maxRetry,
-		Timeout:  cfg.TurnTimeout + time.Minute,
+		Policy:   policy,
 		Logger:   log,
 	}); err != nil {
 		return nil, err
@@ -244,16 +247,13 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 	}
 	if d.svc, err = chat.NewService(chat.Config{
 		WorkerID:        cfg.WorkerID,
-		TurnTimeout:     cfg.TurnTimeout,
+		Policy:          policy,
 		MaxRepairs:      cfg.MaxRepairs,
 		MaxCalls:        cfg.MaxCalls,
 		MaxTokens:       cfg.MaxTokens,
 		DefaultBackend:  cfg.DefaultBackend,
 		Providers:       cfg.providers(),
 		DefaultProvider: "openai",
-		// The embedded Redis lives in this process: no other worker can
-		// take a turn, so none is routed to a host.
-		SoleWorker: d.embedded != nil,
 		ReposRoots: roots,
 		// With no roots configured, a loopback daemon's own users may
 		// register any path; a reachable one takes none.
@@ -290,7 +290,7 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 			Identity:          id,
 			Concurrency:       cfg.Concurrency,
 			TaskCheckInterval: cfg.PollInterval,
-			SoleWorker:        d.embedded != nil,
+			Policy:            policy,
 			Logger:            log,
 		}); err != nil {
 			return nil, err
@@ -299,10 +299,10 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 			return nil, err
 		}
 		if d.reconciler, err = worker.NewReconciler(d.svc, d.queue, hosts, worker.ReconcilerConfig{
-			Interval:   cfg.ReconcileInterval,
-			Grace:      o.reconcileGrace,
-			StuckAfter: cfg.TurnTimeout + 2*time.Minute,
-			Logger:     log,
+			Interval: cfg.ReconcileInterval,
+			Grace:    o.reconcileGrace,
+			Policy:   policy,
+			Logger:   log,
 		}); err != nil {
 			return nil, err
 		}
