@@ -71,7 +71,7 @@ func TestEmbeddedRedisAnswersIdlePolls(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		env := env{rdb: rdb, queue: q, hosts: NewHosts(rdb)}
+		env := env{rdb: rdb, queue: q, hosts: NewHosts(rdb, HostsConfig{})}
 		rec := newRecorder(nil)
 		env.startServer(t, fmt.Sprintf("idle-%d", db), rec, nil)
 

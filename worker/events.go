@@ -60,12 +60,10 @@ type Events struct {
 	log  *slog.Logger
 	wake string // the stream that interrupts the reader when the watch set changes
 
-	mu      sync.Mutex
+	lc      *lifecycle        // of the reader
+	mu      sync.Mutex        // guards what follows
 	watches map[string]*watch // stream key -> followers
-	running bool
 	closed  bool
-	cancel  context.CancelFunc
-	done    chan struct{}
 }
 
 var (
@@ -91,7 +89,18 @@ func NewEvents(rdb redis.UniversalClient, cfg EventsConfig) *Events {
 	cfg = cfg.withDefaults()
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return &Events{rdb: rdb, cfg: cfg, log: cfg.Logger, wake: "prchat:wake:" + hex.EncodeToString(b[:]), watches: map[string]*watch{}}
+	return &Events{rdb: rdb, cfg: cfg, log: cfg.Logger, wake: "prchat:wake:" + hex.EncodeToString(b[:]), watches: map[string]*watch{}, lc: newLifecycle("worker events")}
+}
+
+// Start starts the reader that serves this process's followers, until Stop.
+// Following a turn or a feed starts it too, so Start is optional; a second
+// Start is not an error.
+func (e *Events) Start(ctx context.Context) error {
+	err := e.lc.start(context.WithoutCancel(ctx), nil, e.read)
+	if errors.Is(err, errStarted) {
+		return nil
+	}
+	return err
 }
 
 func turnKey(turnID string) string { return "prchat:events:" + turnID }
@@ -255,13 +264,11 @@ func (e *Events) add(ctx context.Context, key, from string, decode func(string, 
 	// A follower joining a watched stream gets entries from the reader's
 	// position on; chat reads what came before from the store.
 	w.followers[f] = struct{}{}
-	if !e.running {
-		e.running = true
-		rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		e.cancel, e.done = cancel, make(chan struct{})
-		go e.read(rctx)
-	}
 	e.mu.Unlock()
+	if err := e.Start(ctx); err != nil {
+		e.remove(key, f)
+		return err
+	}
 	e.poke()
 	context.AfterFunc(ctx, func() { e.remove(key, f) })
 	return nil
@@ -297,7 +304,6 @@ func (e *Events) poke() {
 // read is the process's one reader: it blocks on every watched stream at
 // once and hands what arrives to the followers.
 func (e *Events) read(ctx context.Context) {
-	defer close(e.done)
 	wakeLast := "0-0" // not "$": a wake sent before the first read must count
 	for ctx.Err() == nil {
 		e.mu.Lock()
@@ -379,20 +385,13 @@ func (e *Events) dropAll() {
 	}
 }
 
-// Close stops the reader and closes every follower. Safe to call twice.
-func (e *Events) Close() {
+// Stop stops the reader and closes every follower. It is safe to call
+// twice, and before Start.
+func (e *Events) Stop() {
 	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		return
-	}
 	e.closed = true
-	cancel, done := e.cancel, e.done
 	e.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		e.poke() // end the blocking read now rather than at its timeout
-		<-done
-	}
+	// Poke: end the blocking read now rather than at its timeout.
+	e.lc.stop(e.poke, nil)
 	e.dropAll()
 }

@@ -13,7 +13,7 @@ func TestPublishEventsWithFeed(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ev := NewEvents(e.rdb, EventsConfig{})
-	t.Cleanup(ev.Close)
+	t.Cleanup(ev.Stop)
 	ctx := t.Context()
 	turns, err := ev.Follow(ctx, "turn-1", 0)
 	if err != nil {

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
+
+// defaultHeartbeatTTL is the default of HeartbeatConfig.TTL and HostsConfig.TTL.
+const defaultHeartbeatTTL = 15 * time.Second
 
 // HeartbeatConfig configures a Heartbeat.
 type HeartbeatConfig struct {
@@ -21,13 +23,18 @@ type HeartbeatConfig struct {
 	TTL time.Duration
 	// Interval is the time between beats. Default TTL/3; at most TTL/2.
 	Interval time.Duration
+	// CheckInterval is how often the heartbeat checks between beats that
+	// its key is still there, and beats at once when it is gone (Redis was
+	// flushed or restarted). Default the smaller of Interval and 500ms.
+	CheckInterval time.Duration
 	// Logger receives failed beats. Default: discard.
 	Logger *slog.Logger
 }
 
 func (c HeartbeatConfig) withDefaults() HeartbeatConfig {
-	c.TTL = cmp.Or(c.TTL, 15*time.Second)
+	c.TTL = cmp.Or(c.TTL, defaultHeartbeatTTL)
 	c.Interval = cmp.Or(c.Interval, c.TTL/3)
+	c.CheckInterval = cmp.Or(c.CheckInterval, min(c.Interval, 500*time.Millisecond))
 	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	return c
 }
@@ -41,6 +48,8 @@ func (c HeartbeatConfig) validate() error {
 		return fmt.Errorf("heartbeat TTL %v is under 10ms", c.TTL)
 	case c.Interval <= 0 || c.Interval > c.TTL/2:
 		return fmt.Errorf("heartbeat interval %v must be positive and at most half the TTL %v", c.Interval, c.TTL)
+	case c.CheckInterval <= 0 || c.CheckInterval > c.Interval:
+		return fmt.Errorf("heartbeat check interval %v must be positive and at most the interval %v", c.CheckInterval, c.Interval)
 	}
 	return nil
 }
@@ -50,19 +59,16 @@ var delScript = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then r
 
 // Heartbeat tells other processes that a worker run is alive: every
 // Interval it sets the key prchat:worker:<id> to the run's instance id with
-// a TTL. Hosts reads these keys.
+// a TTL, and prchat:worker-known:<id> to the same for a day, so that Hosts
+// tells a worker that stopped beating from one whose keys a flush took.
+// Between beats it checks every CheckInterval that its key is there and
+// writes it again at once when it is not. Hosts reads these keys.
 type Heartbeat struct {
 	rdb redis.UniversalClient
 	cfg HeartbeatConfig
 	log *slog.Logger
-
-	mu      sync.Mutex
-	started bool
-	stopped bool
-	ctx     context.Context // Start's, without its cancel, for Stop's cleanup
-	cancel  context.CancelFunc
-	done    chan struct{}
-	stop    sync.Once
+	lc  *lifecycle
+	ctx context.Context // Start's, without its cancel, for Stop's cleanup
 }
 
 // NewHeartbeat returns a Heartbeat for cfg.Identity on rdb.
@@ -74,7 +80,7 @@ func NewHeartbeat(rdb redis.UniversalClient, cfg HeartbeatConfig) (*Heartbeat, e
 	if rdb == nil {
 		return nil, errors.New("worker heartbeat: a Redis client is required")
 	}
-	return &Heartbeat{rdb: rdb, cfg: cfg, log: cfg.Logger.With(slog.String("worker", cfg.Identity.ID))}, nil
+	return &Heartbeat{rdb: rdb, cfg: cfg, log: cfg.Logger.With(slog.String("worker", cfg.Identity.ID)), lc: newLifecycle("worker heartbeat")}, nil
 }
 
 // Runner is the runner id of the beating worker run.
@@ -83,69 +89,65 @@ func (h *Heartbeat) Runner() string { return h.cfg.Identity.Runner() }
 // Start sends the first beat, returning its error, and keeps beating in the
 // background until Stop or until ctx ends (then the key expires after TTL).
 func (h *Heartbeat) Start(ctx context.Context) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	switch {
-	case h.stopped:
-		return errors.New("worker heartbeat: stopped")
-	case h.started:
-		return errors.New("worker heartbeat: already started")
-	}
-	if err := h.beat(ctx); err != nil {
-		return err
-	}
-	h.started = true
-	h.ctx = context.WithoutCancel(ctx)
-	ctx, h.cancel = context.WithCancel(ctx)
-	h.done = make(chan struct{})
-	go h.loop(ctx)
-	h.log.InfoContext(ctx, "heartbeat started", slog.String("runner", h.Runner()), slog.Duration("ttl", h.cfg.TTL))
-	return nil
+	return h.lc.start(ctx, func(ctx context.Context) error {
+		if err := h.beat(ctx); err != nil {
+			return err
+		}
+		h.ctx = context.WithoutCancel(ctx)
+		h.log.InfoContext(ctx, "heartbeat started", slog.String("runner", h.Runner()), slog.Duration("ttl", h.cfg.TTL))
+		return nil
+	}, h.loop)
 }
 
 func (h *Heartbeat) loop(ctx context.Context) {
-	defer close(h.done)
-	t := time.NewTicker(h.cfg.Interval)
+	t := time.NewTicker(h.cfg.CheckInterval)
 	defer t.Stop()
+	last := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if err := h.beat(ctx); err != nil && ctx.Err() == nil {
-			h.log.WarnContext(ctx, "heartbeat failed", slog.Any("err", err))
+		if time.Since(last) < h.cfg.Interval-h.cfg.CheckInterval/2 {
+			n, err := h.rdb.Exists(ctx, heartbeatKey(h.cfg.Identity.ID)).Result()
+			if err != nil || n > 0 {
+				continue // a failed check is retried at the next tick or beat
+			}
+			h.log.WarnContext(ctx, "heartbeat key gone (Redis flushed or restarted); beating at once")
 		}
+		if err := h.beat(ctx); err != nil {
+			if ctx.Err() == nil {
+				h.log.WarnContext(ctx, "heartbeat failed", slog.Any("err", err))
+			}
+			continue
+		}
+		last = time.Now()
 	}
 }
 
-// beat sets the key, warning when another run of the same worker id held it.
+// beat sets the keys, warning when another run of the same worker id held
+// the heartbeat.
 func (h *Heartbeat) beat(ctx context.Context) error {
 	id := h.cfg.Identity
-	prev, err := h.rdb.SetArgs(ctx, heartbeatKey(id.ID), id.Instance, redis.SetArgs{TTL: h.cfg.TTL, Get: true}).Result()
-	if err != nil && !errors.Is(err, redis.Nil) {
+	pipe := h.rdb.TxPipeline()
+	prevCmd := pipe.SetArgs(ctx, heartbeatKey(id.ID), id.Instance, redis.SetArgs{TTL: h.cfg.TTL, Get: true})
+	pipe.Set(ctx, knownKey(id.ID), id.Instance, knownTTL)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("heartbeat of worker %s: %w", id.ID, err)
 	}
-	if prev != "" && prev != id.Instance {
+	if prev := prevCmd.Val(); prev != "" && prev != id.Instance {
 		h.log.WarnContext(ctx, "another run of this worker id was beating; two processes may share one PRCHAT_WORKER_ID",
 			slog.String("instance", id.Instance), slog.String("other_instance", prev))
 	}
 	return nil
 }
 
-// Stop stops beating and deletes the key if it still names this run, so the
-// worker counts as dead at once. It is safe to call twice, and before Start.
+// Stop stops beating and deletes the heartbeat if it still names this run,
+// so the worker counts as dead at once. It is safe to call twice, and before
+// Start.
 func (h *Heartbeat) Stop() {
-	h.stop.Do(func() {
-		h.mu.Lock()
-		started := h.started
-		h.stopped = true // a Heartbeat does not start again
-		h.mu.Unlock()
-		if !started {
-			return
-		}
-		h.cancel()
-		<-h.done
+	h.lc.stop(nil, func() {
 		ctx, cancel := context.WithTimeout(h.ctx, 5*time.Second)
 		defer cancel()
 		id := h.cfg.Identity

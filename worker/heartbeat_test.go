@@ -26,8 +26,8 @@ func TestHeartbeatMakesRunnerAlive(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	id := NewIdentity("w1")
-	if a, r := e.alive(t, "w1", id.Runner()); a || r {
-		t.Fatalf("before start: alive %v, runner alive %v; want false, false", a, r)
+	if a, _ := e.alive(t, "w1", ""); a {
+		t.Fatal("before start: alive")
 	}
 	h, err := NewHeartbeat(e.rdb, HeartbeatConfig{Identity: id, Logger: testLogger(t)})
 	if err != nil {
@@ -39,7 +39,7 @@ func TestHeartbeatMakesRunnerAlive(t *testing.T) {
 	if a, r := e.alive(t, "w1", id.Runner()); !a || !r {
 		t.Errorf("started: alive %v, runner alive %v; want true, true", a, r)
 	}
-	for _, runner := range []string{"w1/other", "w2/" + id.Instance, "", "w1", "/x", "w1/"} {
+	for _, runner := range []string{"w1/other", "", "w1", "/x", "w1/"} {
 		if _, r := e.alive(t, "w1", runner); r {
 			t.Errorf("runner %q alive, want not", runner)
 		}
@@ -72,6 +72,69 @@ func TestHeartbeatMakesRunnerAlive(t *testing.T) {
 	if err := h.Start(t.Context()); err == nil {
 		t.Error("a stopped heartbeat started again")
 	}
+}
+
+// TestFlushedRunnerIsDeadOnlyAfterTTL: a runner of which Redis knows
+// nothing (a FLUSHALL took its keys) counts as alive until Hosts has found
+// it missing for the whole TTL; one that beat again meanwhile stays alive.
+func TestFlushedRunnerIsDeadOnlyAfterTTL(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	clk := &clock{now: time.Now()}
+	hosts := NewHosts(e.rdb, HostsConfig{TTL: 15 * time.Second, Now: clk.Now})
+	ask := func(runner string) bool {
+		t.Helper()
+		a, err := hosts.RunnerAlive(t.Context(), runner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	lost := NewIdentity("lost").Runner()
+	if !ask(lost) {
+		t.Fatal("missing once: dead, want alive until the TTL has passed")
+	}
+	clk.Add(14 * time.Second)
+	if !ask(lost) {
+		t.Fatal("missing for 14s of a 15s TTL: dead")
+	}
+	clk.Add(2 * time.Second)
+	if ask(lost) {
+		t.Fatal("missing for longer than the TTL: alive")
+	}
+	// A crashed runner (Redis remembers it, its heartbeat is gone) is dead
+	// at once.
+	id := NewIdentity("crashed")
+	e.crashed(t, id)
+	if ask(id.Runner()) {
+		t.Fatal("crashed runner alive")
+	}
+}
+
+// TestHeartbeatRewritesFlushedKey: the heartbeat notices at once that its
+// key is gone and writes it again, well before its next beat.
+func TestHeartbeatRewritesFlushedKey(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	id := NewIdentity("w1")
+	h, err := NewHeartbeat(e.rdb, HeartbeatConfig{Identity: id, TTL: time.Minute, Interval: 20 * time.Second, CheckInterval: 50 * time.Millisecond, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer h.Stop()
+	// FLUSHDB of this test's own database.
+	if err := e.rdb.FlushDB(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	eventually(t, 2*time.Second, "heartbeat written again", func() bool {
+		n, _ := e.rdb.Exists(t.Context(), heartbeatKey("w1"), knownKey("w1")).Result()
+		return n == 2
+	})
+	t.Logf("heartbeat rewritten %v after the flush (next beat was due in 20s)", time.Since(start).Round(time.Millisecond))
 }
 
 func TestHeartbeatRenewsAndExpires(t *testing.T) {

@@ -139,12 +139,7 @@ type Reconciler struct {
 	activeSince map[string]time.Time // queued turns whose job runs unclaimed, by turn id
 	totals      Counts               // guarded by pass
 
-	mu      sync.Mutex
-	started bool
-	stopped bool
-	cancel  context.CancelFunc
-	done    chan struct{}
-	stop    sync.Once
+	lc *lifecycle
 }
 
 // NewReconciler returns a Reconciler of turns' jobs in queue, asking hosts
@@ -161,6 +156,7 @@ func NewReconciler(turns Turns, queue *Queue, hosts chat.Hosts, cfg ReconcilerCo
 		turns: turns, queue: queue, hosts: hosts, cfg: cfg,
 		log:         cfg.Logger.With(slog.String("component", "reconciler")),
 		activeSince: map[string]time.Time{},
+		lc:          newLifecycle("worker reconciler"),
 	}, nil
 }
 
@@ -168,23 +164,10 @@ func NewReconciler(turns Turns, queue *Queue, hosts chat.Hosts, cfg ReconcilerCo
 // ends. The first pass comes after one Interval; call ReconcileOnce for one
 // at once.
 func (r *Reconciler) Start(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	switch {
-	case r.stopped:
-		return errors.New("worker reconciler: stopped")
-	case r.started:
-		return errors.New("worker reconciler: already started")
-	}
-	r.started = true
-	ctx, r.cancel = context.WithCancel(ctx)
-	r.done = make(chan struct{})
-	go r.loop(ctx)
-	return nil
+	return r.lc.start(ctx, nil, r.loop)
 }
 
 func (r *Reconciler) loop(ctx context.Context) {
-	defer close(r.done)
 	t := time.NewTicker(r.cfg.Interval)
 	defer t.Stop()
 	for {
@@ -201,18 +184,7 @@ func (r *Reconciler) loop(ctx context.Context) {
 
 // Stop stops the background passes and waits for a running one to end. It is
 // safe to call twice, and before Start.
-func (r *Reconciler) Stop() {
-	r.stop.Do(func() {
-		r.mu.Lock()
-		started := r.started
-		r.stopped = true
-		r.mu.Unlock()
-		if started {
-			r.cancel()
-			<-r.done
-		}
-	})
-}
+func (r *Reconciler) Stop() { r.lc.stop(nil, nil) }
 
 // Totals sums the Counts of all passes so far.
 func (r *Reconciler) Totals() Counts {

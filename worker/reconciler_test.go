@@ -292,6 +292,9 @@ func TestReconcileRunningTurns(t *testing.T) {
 			if runner == "alive" {
 				runner = e.startHeartbeat(t, NewIdentity("w1")).Runner()
 			}
+			if id, err := ParseRunner(runner); err == nil && id.ID == "dead" {
+				e.crashed(t, id)
+			}
 			started := ago(clk, cmp.Or(tc.started, time.Minute))
 			turns.add(chat.Turn{ID: "t", State: chat.StateRunning, Runner: runner, Fence: tc.fence,
 				CreatedAt: ago(clk, 2*time.Hour), StartedAt: &started}, "")
@@ -339,6 +342,8 @@ func TestReconcileRescuesTurnOfDeadWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	hung.next(t, 2*time.Second) // the job is active on "dead", which sends no heartbeat
+	deadID, _ := ParseRunner(dead.Runner())
+	e.crashed(t, deadID)
 
 	rec := newRecorder(nil)
 	liveID := NewIdentity("live")

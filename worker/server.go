@@ -108,14 +108,12 @@ type Server struct {
 	cfg    ServerConfig
 	log    *slog.Logger
 
-	mu       sync.Mutex
-	srv      *asynq.Server
-	stopped  bool
-	draining bool
+	lc       *lifecycle
+	srv      *asynq.Server      // set by Start
 	cancel   context.CancelFunc // of the handlers' base context
-	quit     chan struct{}      // closed when Stop begins
+	mu       sync.Mutex
+	draining bool
 	handlers sync.WaitGroup
-	stop     sync.Once
 }
 
 // NewServer returns a Server that runs turns with runner.
@@ -132,7 +130,7 @@ func NewServer(rdb redis.UniversalClient, runner TurnRunner, cfg ServerConfig) (
 		runner: runner,
 		cfg:    cfg,
 		log:    cfg.Logger.With(slog.String("worker", cfg.Identity.ID)),
-		quit:   make(chan struct{}),
+		lc:     newLifecycle("worker server"),
 	}, nil
 }
 
@@ -153,14 +151,14 @@ func (s *Server) queues() map[string]int {
 // values but not its cancellation; when ctx ends, the Server stops as if
 // Stop were called.
 func (s *Server) Start(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case s.stopped:
-		return errors.New("worker server: stopped")
-	case s.srv != nil:
-		return errors.New("worker server: already started")
-	}
+	return s.lc.start(ctx, s.begin, func(ctx context.Context) {
+		<-ctx.Done()
+		go s.Stop() // ctx ended, or Stop began: one Stop does the work
+	})
+}
+
+// begin starts the asynq server.
+func (s *Server) begin(ctx context.Context) error {
 	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	srv := asynq.NewServerFromRedisClient(s.rdb, asynq.Config{
 		Concurrency:              s.cfg.Concurrency,
@@ -186,13 +184,6 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("start worker server: %w", err)
 	}
 	s.srv, s.cancel = srv, cancel
-	go func() {
-		select {
-		case <-ctx.Done():
-			s.Stop()
-		case <-s.quit:
-		}
-	}()
 	s.log.InfoContext(ctx, "worker server started",
 		slog.String("runner", s.Runner()), slog.Int("concurrency", s.cfg.Concurrency),
 		slog.Any("queues", slices.Sorted(maps.Keys(s.queues()))),
@@ -253,18 +244,10 @@ func (s *Server) track() bool {
 // take. Stop waits for the handlers to return, at most ShutdownTimeout more.
 // It is safe to call twice, and before Start.
 func (s *Server) Stop() {
-	s.stop.Do(func() {
-		s.mu.Lock()
-		s.stopped = true
-		srv, cancel := s.srv, s.cancel
-		s.mu.Unlock()
-		close(s.quit)
-		if srv == nil {
-			return
-		}
-		srv.Stop()     // take no more jobs
-		srv.Shutdown() // wait, then cancel and requeue what still runs
-		cancel()
+	s.lc.stop(nil, func() {
+		s.srv.Stop()     // take no more jobs
+		s.srv.Shutdown() // wait, then cancel and requeue what still runs
+		s.cancel()
 
 		s.mu.Lock()
 		s.draining = true

@@ -46,7 +46,7 @@ func setupQueue(t *testing.T, cfg QueueConfig) env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return env{rdb: rdb, queue: q, hosts: NewHosts(rdb)}
+	return env{rdb: rdb, queue: q, hosts: NewHosts(rdb, HostsConfig{})}
 }
 
 // startServer starts a Server for worker id that runs turns with runner,
@@ -88,6 +88,20 @@ func (e env) startHeartbeat(t *testing.T, id Identity) *Heartbeat {
 	}
 	t.Cleanup(h.Stop)
 	return h
+}
+
+// crashed makes id a worker run that beat and stopped beating (as one that
+// crashed, or stopped, does): Redis remembers it, without a heartbeat.
+func (e env) crashed(t *testing.T, id Identity) {
+	t.Helper()
+	h, err := NewHeartbeat(e.rdb, HeartbeatConfig{Identity: id, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	h.Stop()
 }
 
 // tasks returns the turn's jobs, failing the test on error.

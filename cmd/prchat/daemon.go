@@ -169,7 +169,7 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 	}); err != nil {
 		return nil, err
 	}
-	hosts := worker.NewHosts(d.rdb)
+	hosts := worker.NewHosts(d.rdb, worker.HostsConfig{TTL: o.heartbeatTTL})
 	d.events = worker.NewEvents(d.rdb, worker.EventsConfig{Logger: log})
 
 	secret, err := cfg.secretKey()
@@ -399,7 +399,7 @@ func (d *daemon) Stop() {
 			d.heartbeat.Stop()
 		}
 		if d.events != nil {
-			d.events.Close()
+			d.events.Stop()
 		}
 		if d.rdb != nil {
 			_ = d.rdb.Close()

@@ -322,7 +322,7 @@ func (b *bencher) setup(ctx context.Context) error {
 			return fmt.Errorf("the Redis database of --redis-url holds %d keys; give the bench an empty database (e.g. redis://127.0.0.1:6379/14): it flushes it when done", n)
 		}
 		b.flushRedis = true
-		b.hosts = worker.NewHosts(b.rdb)
+		b.hosts = worker.NewHosts(b.rdb, worker.HostsConfig{})
 	}
 	return nil
 }
