@@ -106,7 +106,9 @@ func TestPartsStartAndStopFromManyGoroutines(t *testing.T) {
 			}
 			return s
 		},
-		"events": func(int) part { return NewEvents(e.rdb, EventsConfig{Block: 50 * time.Millisecond, Logger: testLogger(t)}) },
+		"events": func(int) part {
+			return NewEvents(e.rdb, EventsConfig{Block: 50 * time.Millisecond, Logger: testLogger(t)})
+		},
 	}
 	for name, newPart := range makers {
 		t.Run(name, func(t *testing.T) {
