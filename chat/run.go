@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
-	"sync"
 	"time"
 
 	"github.com/prchat/prchat/chat/mask"
@@ -42,18 +41,18 @@ func (s *Service) Run(ctx context.Context, turnID, runner string) error {
 	case err != nil:
 		return fmt.Errorf("claim turn %s: %w", turnID, err)
 	}
-	r := &run{s: s, turn: t, fence: t.Fence, seq: t.LastSeq, started: s.now()}
+	r := &run{s: s, turn: t, fence: t.Fence, rec: newRecorder(s, t.ID, t.Fence, t.LastSeq), started: s.now()}
 	if s.cfg.Policy.OutOfAttempts(t.Fence - 1) {
 		// The runs before this one all ended early.
 		o := Outcome{State: StateInterrupted, Reason: ReasonInterrupted, Note: InterruptedNote(t.Fence - 1)}
 		return r.finish(ctx, o)
 	}
-	r.emit(ctx, Event{Type: EventState, State: StateRunning})
+	r.rec.emit(ctx, Event{Type: EventState, State: StateRunning})
 	o, err := r.execute(ctx)
 	if err != nil {
 		// This worker stops under the turn: leave it running for the next
 		// run to take over, unless it was settled meanwhile.
-		r.flush(context.WithoutCancel(ctx))
+		r.rec.flush(context.WithoutCancel(ctx))
 		return fmt.Errorf("run turn %s: %w", turnID, err)
 	}
 	return r.finish(context.WithoutCancel(ctx), o)
@@ -73,16 +72,10 @@ func (s *Service) mayTakeOver(ctx context.Context, t Turn, runner string) bool {
 
 // run is one run of a turn.
 type run struct {
-	s       *Service
-	turn    Turn
-	fence   int64
-	seq     int64
-	mu      sync.Mutex // guards what follows, up to repo
-	pending []Event
-	feed    []FeedEvent // the feed's news of the turn, sent with the next events
-	fenced  bool
-	text    *mask.Stream // masks the text deltas of the current stretch
-	timer   *time.Timer  // stores batched text deltas
+	s     *Service
+	turn  Turn
+	fence int64
+	rec   *recorder // stores and sends the run's events
 	// repo and pr are the turn's, for the repository feed.
 	repo string
 	pr   int
@@ -119,7 +112,7 @@ func (r *run) execute(ctx context.Context) (Outcome, error) {
 		return r.failure(err), nil
 	}
 	if p.mode == SessionSeeded {
-		r.emit(ctx, Event{Type: EventNote, Text: noteSeededPrefix + p.reason})
+		r.rec.emit(ctx, Event{Type: EventNote, Text: noteSeededPrefix + p.reason})
 	}
 	tctx, cancel := context.WithTimeout(ctx, s.cfg.Policy.TurnTimeout)
 	defer cancel()
@@ -153,7 +146,7 @@ func (r *run) execute(ctx context.Context) (Outcome, error) {
 	for attempt := 0; ; attempt++ {
 		req.MaxCalls = s.cfg.MaxCalls - usage.Calls
 		req.MaxTokens = s.cfg.MaxTokens - usage.InputTokens - usage.OutputTokens
-		res, err := p.backend.Run(tctx, req, func(e Event) { r.emit(tctx, e) })
+		res, err := p.backend.Run(tctx, req, func(e Event) { r.rec.emit(tctx, e) })
 		usage.Add(res.Usage)
 		sessionID = cmp.Or(res.SessionID, sessionID)
 		p.model = cmp.Or(res.Model, p.model)
@@ -187,7 +180,7 @@ func (r *run) execute(ctx context.Context) (Outcome, error) {
 			return r.withSession(o, p, sessionID), nil
 		}
 		usage.Repairs++
-		r.emit(tctx, Event{Type: EventNote, Text: "The answer failed the checks; asking the agent to repair it: " + problem.Error()})
+		r.rec.emit(tctx, Event{Type: EventNote, Text: "The answer failed the checks; asking the agent to repair it: " + problem.Error()})
 		req.Prompt = RepairPrompt(problem)
 		if sessionID != "" {
 			req.Mode, req.Session = SessionResumed, SessionRef{ID: sessionID, Dir: p.dir}
@@ -269,9 +262,7 @@ func (r *run) plan(ctx context.Context) (*plan, error) {
 	}
 	r.repo, r.pr = rev.Repository, rev.PR
 	// The feed hears of the run with its first published events.
-	r.mu.Lock()
-	r.feed = append(r.feed, s.feedEvent(r.repo, r.pr, r.turn, StateRunning, ""))
-	r.mu.Unlock()
+	r.rec.addFeed(s.feedEvent(r.repo, r.pr, r.turn, StateRunning, ""))
 	p := &plan{
 		name:   cmp.Or(r.turn.Backend, conv.Backend, s.cfg.DefaultBackend),
 		model:  cmp.Or(r.turn.Model, conv.Model),
@@ -396,17 +387,17 @@ func publicNote(err error) string {
 func (r *run) finish(ctx context.Context, o Outcome) error {
 	s := r.s
 	if o.Note != "" && o.State == StateSucceeded {
-		r.emit(ctx, Event{Type: EventNote, Text: o.Note})
+		r.rec.emit(ctx, Event{Type: EventNote, Text: o.Note})
 	}
 	u := o.Usage
-	r.emit(ctx, Event{Type: EventUsage, InputTokens: &u.InputTokens, OutputTokens: &u.OutputTokens, CostUSD: u.CostUSD})
-	r.emit(ctx, Event{Type: EventState, State: o.State})
+	r.rec.emit(ctx, Event{Type: EventUsage, InputTokens: &u.InputTokens, OutputTokens: &u.OutputTokens, CostUSD: u.CostUSD})
+	r.rec.emit(ctx, Event{Type: EventState, State: o.State})
 	if o.State == StateSucceeded {
-		r.emit(ctx, Event{Type: EventDone, ConversationID: r.turn.ConversationID, Turn: r.turn.Number, Answer: o.Answer})
+		r.rec.emit(ctx, Event{Type: EventDone, ConversationID: r.turn.ConversationID, Turn: r.turn.Number, Answer: o.Answer})
 	} else {
-		r.emit(ctx, Event{Type: EventError, Message: o.Note, Reason: o.Reason})
+		r.rec.emit(ctx, Event{Type: EventError, Message: o.Note, Reason: o.Reason})
 	}
-	o.Events = r.take()
+	o.Events = r.rec.take()
 	err := s.store.FinishTurn(ctx, r.turn.ID, r.fence, o)
 	if errors.Is(err, ErrFenced) {
 		s.log.InfoContext(ctx, "turn fenced; result dropped", slog.String("turn", r.turn.ID))
@@ -415,7 +406,7 @@ func (r *run) finish(ctx context.Context, o Outcome) error {
 	if err != nil {
 		return fmt.Errorf("finish turn %s: %w", r.turn.ID, err)
 	}
-	feed := r.takeFeed()
+	feed := r.rec.takeFeed()
 	if r.repo != "" {
 		feed = append(feed, s.feedEvent(r.repo, r.pr, r.turn, o.State, o.Reason))
 	}
@@ -429,140 +420,6 @@ func (r *run) finish(ctx context.Context, o Outcome) error {
 	s.log.InfoContext(ctx, "turn finished", slog.String("turn", r.turn.ID), slog.String("state", string(o.State)),
 		slog.String("reason", string(o.Reason)), slog.String("session", string(o.Session)), slog.Int("repairs", o.Usage.Repairs))
 	return nil
-}
-
-// textFlushDelay is how long text deltas may wait to be stored together.
-const textFlushDelay = 100 * time.Millisecond
-
-// emit masks an event, numbers it and stores it. Text deltas go through a
-// streaming masker, so a secret split across deltas is masked too, and are
-// stored in batches (at most textFlushDelay late).
-func (r *run) emit(ctx context.Context, e Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.fenced {
-		return
-	}
-	if e.At.IsZero() {
-		e.At = r.s.now()
-	}
-	if e.Type == EventTextDelta {
-		if r.text == nil {
-			r.text = r.s.masker.Stream()
-		}
-		if e.Text = r.text.Write(e.Text); e.Text == "" {
-			return // held back: it may be the start of a secret
-		}
-		r.add(e)
-		if len(r.pending) >= 32 || e.At.Sub(r.pending[0].At) >= textFlushDelay {
-			r.flushLocked(ctx)
-		} else {
-			r.flushSoon(ctx)
-		}
-		return
-	}
-	r.endText(e.At)
-	m := r.s.masker
-	e.Text, e.Summary, e.Message = m.String(e.Text), m.String(e.Summary), m.String(e.Message)
-	if len(e.Input) > 0 {
-		e.Input = maskJSON(m, e.Input)
-	}
-	r.add(e)
-	switch {
-	case e.Type == EventDone, e.Type == EventError, e.Type == EventUsage, e.Type == EventState && e.State.Final():
-		return // stored with the outcome
-	case e.Type == EventState:
-		// "running" waits for the agent's first events, or textFlushDelay:
-		// a quick turn stores it with its outcome, in one transaction.
-		r.flushSoon(ctx)
-		return
-	}
-	r.flushLocked(ctx)
-}
-
-// flushSoon stores the pending events within textFlushDelay, unless
-// something stores them sooner. The caller holds r.mu.
-func (r *run) flushSoon(ctx context.Context) {
-	if r.timer != nil {
-		return
-	}
-	fctx := context.WithoutCancel(ctx)
-	r.timer = time.AfterFunc(textFlushDelay, func() {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		r.timer = nil
-		r.flushLocked(fctx)
-	})
-}
-
-// endText releases what the streaming masker still holds back.
-func (r *run) endText(at time.Time) {
-	if r.text == nil {
-		return
-	}
-	if rest := r.text.Flush(); rest != "" {
-		r.add(Event{Type: EventTextDelta, Text: rest, At: at})
-	}
-	r.text = nil
-}
-
-// add numbers an event and queues it to be stored.
-func (r *run) add(e Event) {
-	r.seq++
-	e.Seq = r.seq
-	r.pending = append(r.pending, e)
-}
-
-// flush stores the pending events.
-func (r *run) flush(ctx context.Context) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.endText(r.s.now())
-	r.flushLocked(ctx)
-}
-
-// take returns the pending events for the outcome and stops batching.
-func (r *run) take() []Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.timer != nil {
-		r.timer.Stop()
-		r.timer = nil
-	}
-	evs := r.pending
-	r.pending = nil
-	return evs
-}
-
-// flushLocked stores the pending events and sends them live; a fenced run
-// stops emitting. The caller holds r.mu.
-func (r *run) flushLocked(ctx context.Context) {
-	if len(r.pending) == 0 || r.fenced {
-		return
-	}
-	evs := r.pending
-	r.pending = nil
-	err := r.s.store.AppendEvents(ctx, r.turn.ID, r.fence, evs)
-	switch {
-	case errors.Is(err, ErrFenced):
-		r.fenced = true
-		return
-	case err != nil:
-		r.s.log.WarnContext(ctx, "store events", slog.String("turn", r.turn.ID), slog.Any("err", err))
-		return
-	}
-	feed := r.feed
-	r.feed = nil
-	r.s.publish(ctx, r.turn.ID, evs, feed...)
-}
-
-// takeFeed returns the feed events not yet published.
-func (r *run) takeFeed() []FeedEvent {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	feed := r.feed
-	r.feed = nil
-	return feed
 }
 
 // maskJSON masks the string values of a JSON document.

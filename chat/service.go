@@ -282,9 +282,7 @@ func (s *Service) RecordReview(ctx context.Context, repo string, r Review) (Revi
 		if err := json.Unmarshal(r.History, &msgs); err != nil {
 			return Review{}, Errorf(CodeInvalid, "session_history must be a JSON array of messages")
 		}
-		if r.SessionID == "" {
-			r.SessionID = newSessionID()
-		}
+		r.SessionID = cmp.Or(r.SessionID, newSessionID())
 		masked := json.RawMessage(s.masker.String(string(r.History)))
 		if !json.Valid(masked) {
 			masked = r.History
