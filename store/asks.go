@@ -79,7 +79,7 @@ func (s *Store) CreateConversation(ctx context.Context, c *chat.Conversation, t 
 // exist gets CodeNoReview in its err and is left out (the others go in);
 // the error returned is the transaction's.
 func (s *Store) insertAsks(ctx context.Context, asks []*newAsk) error {
-	return s.write.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	return s.transaction(ctx, func(tx *gorm.DB) error {
 		reviews := make([]int64, 0, 1)
 		for _, a := range asks {
 			if len(reviews) == 0 || reviews[len(reviews)-1] != a.c.ReviewID {

@@ -50,7 +50,7 @@ func (s *Store) AddTurn(ctx context.Context, t *chat.Turn) error {
 	nt := newQueuedTurn(t, t.ConversationID)
 	var err error
 	for attempt := 1; ; attempt++ {
-		err = s.write.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		err = s.transaction(ctx, func(tx *gorm.DB) error {
 			var next []int
 			if err := tx.Raw(`SELECT COALESCE((SELECT MAX(number) FROM turns WHERE conversation_id = c.id), 0) + 1
 FROM conversations c WHERE c.id = ?`, nt.ConversationID).Scan(&next).Error; err != nil {
@@ -147,7 +147,7 @@ ORDER BY c.created_at DESC, c.id DESC`, repo, pr).Scan(&rows).Error; err != nil 
 // DeleteConversation deletes a conversation with its turns and events.
 func (s *Store) DeleteConversation(ctx context.Context, id string) error {
 	var deleted int64
-	err := s.write.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.transaction(ctx, func(tx *gorm.DB) error {
 		// Turns first (their events cascade), then the conversation: the
 		// order in which FinishTurn and SettleTurn lock them.
 		if err := tx.Exec(`DELETE FROM turns WHERE conversation_id = ?`, id).Error; err != nil {

@@ -91,7 +91,7 @@ func (s *Store) CreateReview(ctx context.Context, r *chat.Review) error {
 	row.CreatedAt = stamp(r.CreatedAt)
 	var repo repositoryRow
 	for attempt := 1; ; attempt++ {
-		err = s.write.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		err = s.transaction(ctx, func(tx *gorm.DB) error {
 			q := tx.Where("name = ?", r.Repository)
 			if r.RepositoryID != 0 {
 				q = tx.Where("id = ?", r.RepositoryID)

@@ -141,6 +141,9 @@ func (s *Store) openPostgres(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("open gorm on postgres: %w", err)
 	}
+	if err := registerUnavailable(db); err != nil {
+		return err
+	}
 	s.read, s.write = db, db
 	return nil
 }
@@ -235,7 +238,7 @@ func (s *Store) DB() *gorm.DB { return s.write }
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.read.WithContext(ctx).Exec("SELECT 1").Error; err != nil {
-		return fmt.Errorf("ping %s: %w", s.dialect, err)
+		return fmt.Errorf("ping %s: %w", s.dialect, unavailable(err))
 	}
 	return nil
 }

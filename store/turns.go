@@ -159,7 +159,7 @@ func (s *Store) AppendEvents(ctx context.Context, turnID string, fence int64, ev
 	if err != nil {
 		return fmt.Errorf("append events to turn %s: %w", turnID, err)
 	}
-	err = s.write.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err = s.transaction(ctx, func(tx *gorm.DB) error {
 		// The fenced update locks the turn row (on Postgres) until commit, so
 		// that a ClaimTurn or SettleTurn waits for these events or fences
 		// them off, never both.
@@ -247,7 +247,7 @@ WHERE id = ? AND fence = ? AND state = 'running' RETURNING conversation_id`
 	if s.dialect == dialectPostgres && len(events) <= finishEventsInline {
 		err = s.finishInOneStatement(ctx, turnUpdate, turnArgs, convSet, convArgs, events)
 	} else {
-		err = s.write.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		err = s.transaction(ctx, func(tx *gorm.DB) error {
 			var conv []string
 			if err := tx.Raw(turnUpdate, turnArgs...).Find(&conv).Error; err != nil {
 				return err
@@ -327,7 +327,7 @@ func (s *Store) SettleTurn(ctx context.Context, turnID string, state chat.State,
 	}
 	args = append(args, turnID)
 	var rows []turnRow
-	err := s.write.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.transaction(ctx, func(tx *gorm.DB) error {
 		if err := tx.Raw(`UPDATE turns SET `+set+` WHERE id = ? AND `+pending+` RETURNING *`, args...).
 			Scan(&rows).Error; err != nil {
 			return err
