@@ -158,6 +158,12 @@ func (r *recorder) flushLocked(ctx context.Context) {
 	case errors.Is(err, ErrFenced):
 		r.fenced = true
 		return
+	case Unavailable(err):
+		// Kept for the next flush or the outcome: the database is back by
+		// then, or the run ends without settling.
+		r.pending = append(evs, r.pending...)
+		r.s.log.WarnContext(ctx, "store events: database unreachable; kept for later", slog.String("turn", r.turnID), slog.Int("events", len(evs)))
+		return
 	case err != nil:
 		r.s.log.WarnContext(ctx, "store events", slog.String("turn", r.turnID), slog.Any("err", err))
 		return
@@ -175,4 +181,3 @@ func (r *recorder) takeFeed() []FeedEvent {
 	r.feed = nil
 	return feed
 }
-

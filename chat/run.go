@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/prchat/prchat/chat/mask"
@@ -33,7 +34,13 @@ func (s *Service) Run(ctx context.Context, turnID, runner string) error {
 	}
 	defer s.inflight.Delete(turnID)
 
-	t, err := s.store.ClaimTurn(ctx, turnID, runner, func(t Turn) bool { return s.mayTakeOver(ctx, t, runner) })
+	// While the database is unreachable the claim is tried again, within
+	// the turn's time limit; the job is not failed by an outage.
+	var t Turn
+	err := s.whileUnavailable(ctx, time.Now().Add(s.cfg.Policy.Windows().Turn), "claim turn", func() (err error) {
+		t, err = s.store.ClaimTurn(ctx, turnID, runner, func(t Turn) bool { return s.mayTakeOver(ctx, t, runner) })
+		return err
+	})
 	switch {
 	case errors.Is(err, ErrSettled), errors.Is(err, ErrFenced):
 		s.log.InfoContext(ctx, "turn not claimed", slog.String("turn", turnID), slog.String("why", err.Error()))
@@ -81,6 +88,8 @@ type run struct {
 	pr   int
 	// started is when this run began.
 	started time.Time
+	// traceID ties an internal failure's note to its cause in the log.
+	traceID string
 }
 
 // plan is how the agent of a turn starts.
@@ -108,6 +117,9 @@ func (r *run) execute(ctx context.Context) (Outcome, error) {
 	if err != nil {
 		if ctx.Err() != nil {
 			return Outcome{}, ctx.Err()
+		}
+		if Unavailable(err) {
+			return Outcome{}, err // the turn has not failed: run it again
 		}
 		return r.failure(err), nil
 	}
@@ -248,17 +260,23 @@ func (r *run) checkBudget(u Usage) error {
 // conversation's, or seed a new one in a new run directory.
 func (r *run) plan(ctx context.Context) (*plan, error) {
 	s := r.s
-	conv, err := s.store.ConversationHead(ctx, r.turn.ConversationID)
+	var conv Conversation
+	var rev Review
+	var repo Repository
+	err := s.whileUnavailable(ctx, time.Now().Add(s.cfg.Policy.Windows().Turn), "load turn", func() (err error) {
+		if conv, err = s.store.ConversationHead(ctx, r.turn.ConversationID); err != nil {
+			return fmt.Errorf("load conversation: %w", err)
+		}
+		if rev, err = s.reviewByID(ctx, conv.ReviewID); err != nil {
+			return fmt.Errorf("load review: %w", err)
+		}
+		if repo, err = s.repository(ctx, rev.Repository); err != nil {
+			return fmt.Errorf("load repository: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("load conversation: %w", err)
-	}
-	rev, err := s.reviewByID(ctx, conv.ReviewID)
-	if err != nil {
-		return nil, fmt.Errorf("load review: %w", err)
-	}
-	repo, err := s.repository(ctx, rev.Repository)
-	if err != nil {
-		return nil, fmt.Errorf("load repository: %w", err)
+		return nil, err
 	}
 	r.repo, r.pr = rev.Repository, rev.PR
 	// The feed hears of the run with its first published events.
@@ -315,7 +333,11 @@ func (r *run) plan(ctx context.Context) (*plan, error) {
 	}
 	if (p.mode == SessionSeeded || p.mode == SessionNone) && r.turn.Number > 1 {
 		// Only a new session needs the earlier turns (its seed and prompt).
-		full, err := s.store.Conversation(ctx, conv.ID)
+		var full Conversation
+		err := s.whileUnavailable(ctx, time.Now().Add(s.cfg.Policy.Windows().Turn), "load earlier turns", func() (err error) {
+			full, err = s.store.Conversation(ctx, conv.ID)
+			return err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("load conversation: %w", err)
 		}
@@ -358,14 +380,40 @@ func (r *run) sessionProblem(ctx context.Context, p *plan, host, whose string) s
 	return ""
 }
 
-// failure turns an error into a failed outcome.
+// failure turns an error into a failed outcome. A client is told what a
+// domain error or a backend's failure says; of any other error (the store's,
+// a command's, a domain error with CodeInternal) only a plain sentence with a
+// trace id, while the cause goes to the log under that id.
 func (r *run) failure(err error) Outcome {
 	reason := FailureReason(err, ReasonBackendError)
+	var e *Error
+	var f *Failure
+	isDomain, isFailure := errors.As(err, &e), errors.As(err, &f)
 	note := publicNote(err)
-	if note != err.Error() {
+	switch {
+	case !isDomain && !isFailure, isDomain && e.Code == CodeInternal:
+		// Nothing in it was written for a client: a plain sentence and a
+		// trace id; the cause goes to the log under that id.
+		r.traceID = newTraceID()
+		r.s.log.Error("turn failed: internal error", slog.String("turn", r.turn.ID), slog.String("trace_id", r.traceID),
+			slog.String("reason", string(reason)), slog.Any("err", err))
+		if isDomain {
+			note = fmt.Sprintf("%s; the cause is in the server's log under trace id %s.", strings.TrimSuffix(upperFirst(e.Message), "."), r.traceID)
+		} else {
+			note = fmt.Sprintf(noteInternal, r.traceID)
+		}
+	case note != err.Error():
 		r.s.log.Warn("turn failed", slog.String("turn", r.turn.ID), slog.String("reason", string(reason)), slog.Any("err", err))
 	}
 	return Outcome{State: StateFailed, Reason: reason, Note: r.s.masker.String(note)}
+}
+
+// upperFirst returns s with its first letter in upper case.
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 // serverPath is an absolute path in an error's text (not the // of a URL).
@@ -395,10 +443,14 @@ func (r *run) finish(ctx context.Context, o Outcome) error {
 	if o.State == StateSucceeded {
 		r.rec.emit(ctx, Event{Type: EventDone, ConversationID: r.turn.ConversationID, Turn: r.turn.Number, Answer: o.Answer})
 	} else {
-		r.rec.emit(ctx, Event{Type: EventError, Message: o.Note, Reason: o.Reason})
+		r.rec.emit(ctx, Event{Type: EventError, Message: o.Note, Reason: o.Reason, TraceID: r.traceID})
 	}
 	o.Events = r.rec.take()
-	err := s.store.FinishTurn(ctx, r.turn.ID, r.fence, o)
+	// While the database is unreachable the outcome is stored again, as
+	// long as the run's job may last.
+	err := s.whileUnavailable(ctx, r.started.Add(s.cfg.Policy.Windows().Job), "finish turn", func() error {
+		return s.store.FinishTurn(ctx, r.turn.ID, r.fence, o)
+	})
 	if errors.Is(err, ErrFenced) {
 		s.log.InfoContext(ctx, "turn fenced; result dropped", slog.String("turn", r.turn.ID))
 		return nil

@@ -68,7 +68,13 @@ type fixture struct {
 // agent, and asks a question whose turn is queued.
 func setup(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{store: storetest.New(t), hosts: &fakeHosts{dead: map[string]bool{}}, scripted: scripted.New("")}
+	return setupStore(t, storetest.New(t))
+}
+
+// setupStore is setup on the store st.
+func setupStore(t *testing.T, st chat.Store) *fixture {
+	t.Helper()
+	f := &fixture{store: st, hosts: &fakeHosts{dead: map[string]bool{}}, scripted: scripted.New("")}
 	repo := agentsessiontest.NewRepo(t, map[string]string{"a.go": "package a\n\nfunc A() {}\n"})
 	ws, err := agentsession.NewWorkspaces(agentsession.Config{DataDir: t.TempDir()})
 	if err != nil {

@@ -3,9 +3,12 @@ package worker
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,8 +29,8 @@ type Turns interface {
 }
 
 // noteFailedJob is the note of a turn settled failed because its job was
-// archived.
-const noteFailedJob = "Its job failed %d times; the last error: %s"
+// archived; the job's last error goes to the log under the trace id.
+const noteFailedJob = "Its job failed %d times; the cause is in the server's log under trace id %s."
 
 // ReconcilerConfig configures a Reconciler.
 type ReconcilerConfig struct {
@@ -427,16 +430,39 @@ func (p *pass) settleFailed(ctx context.Context, t chat.Turn, archived []Task) e
 			last = a
 		}
 	}
-	note := fmt.Sprintf(noteFailedJob, last.Retried+1, cmp.Or(last.LastErr, "unknown"))
+	if strings.Contains(last.LastErr, string(chat.CodeUnavailable)+": ") {
+		// Its runs failed because the database was unreachable (a worker
+		// from before runs were retried through outages): the turn has not
+		// failed, it runs again.
+		if err := p.deleteTasks(ctx, archived); err != nil {
+			return err
+		}
+		if err := p.r.turns.Enqueue(ctx, t); err != nil {
+			return err
+		}
+		p.counts.Enqueued++
+		p.logAction(ctx, t, "enqueued", "its job was archived during a database outage")
+		return nil
+	}
+	trace := newTraceID()
+	note := fmt.Sprintf(noteFailedJob, last.Retried+1, trace)
 	settled, err := p.settle(ctx, t, chat.StateFailed, chat.ReasonBackendError, note)
 	if err != nil {
 		return err
 	}
 	if settled {
 		p.counts.Failed++
-		p.logAction(ctx, t, "settled failed", "its job was archived", slog.Int("retried", last.Retried))
+		p.logAction(ctx, t, "settled failed", "its job was archived", slog.Int("retried", last.Retried),
+			slog.String("trace_id", trace), slog.String("last_error", cmp.Or(last.LastErr, "unknown")))
 	}
 	return p.deleteTasks(ctx, archived)
+}
+
+// newTraceID returns a random id that ties a note to a log line.
+func newTraceID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // settle settles t and reports whether it did; a turn that settled

@@ -3,13 +3,17 @@ package worker
 import (
 	"cmp"
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	gocmp "github.com/google/go-cmp/cmp"
+	"github.com/hibiken/asynq"
 
 	"github.com/prchat/prchat/chat"
 )
@@ -198,6 +202,67 @@ func TestReconcileAfterRedisLostItsData(t *testing.T) {
 	}
 }
 
+// TestOutageNeverArchivesAJob: a run that ends because the database is
+// unreachable is retried beyond the queue's MaxRetry, and its job is never
+// archived; once the database is back the turn runs.
+func TestOutageNeverArchivesAJob(t *testing.T) {
+	t.Parallel()
+	e := setupQueue(t, QueueConfig{MaxRetry: 1})
+	var outage atomic.Bool
+	outage.Store(true)
+	unreachable := &chat.Error{Code: chat.CodeUnavailable, Message: "The database is unreachable.", Err: errBoom}
+	rec := newRecorder(func(context.Context, string, int) error {
+		if outage.Load() {
+			return fmt.Errorf("claim turn: %w", unreachable)
+		}
+		return nil
+	})
+	e.startServer(t, "w1", rec, nil)
+	if err := e.queue.Enqueue(t.Context(), "t1", ""); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 { // MaxRetry is 1
+		rec.next(t, 5*time.Second)
+	}
+	if got := e.where(t, "t1"); slices.Contains(got, "t1@turns:archived") {
+		t.Fatalf("job archived during the outage: %v", got)
+	}
+	outage.Store(false)
+	eventually(t, 5*time.Second, "job done after the outage", func() bool { return len(e.where(t, "t1")) == 0 })
+}
+
+// TestReconcileRequeuesJobArchivedByAnOutage: a job archived because its
+// runs found the database unreachable (by a worker from before outages were
+// waited out) is enqueued again, and its turn is not failed.
+func TestReconcileRequeuesJobArchivedByAnOutage(t *testing.T) {
+	t.Parallel()
+	e, turns, r, clk := rsetup(t, QueueConfig{MaxRetry: 1})
+	// An older worker's error, as asynq kept its text.
+	old := errors.New("claim turn t1: unavailable: The database is unreachable; try again shortly.: dial tcp 127.0.0.1:5432: connect: connection refused")
+	rec := newRecorder(func(context.Context, string, int) error {
+		return fmt.Errorf("%w: %w", old, asynq.SkipRetry)
+	})
+	srv := e.startServer(t, "w1", rec, nil)
+	turns.add(chat.Turn{ID: "t1", State: chat.StateQueued, CreatedAt: ago(clk, time.Second)}, "")
+	if err := turns.Enqueue(t.Context(), turns.turn("t1")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "job archived", func() bool {
+		return slices.Equal(e.where(t, "t1"), []string{"t1@turns:archived"})
+	})
+	srv.Stop()
+
+	if diff := gocmp.Diff(Counts{Checked: 1, Enqueued: 1}, reconcile(t, r)); diff != "" {
+		t.Errorf("counts (-want +got):\n%s", diff)
+	}
+	if s, ok := turns.settlement("t1"); ok {
+		t.Errorf("turn settled %+v, want it left queued", s)
+	}
+	if diff := gocmp.Diff([]string{"t1@turns:pending"}, e.where(t, "t1")); diff != "" {
+		t.Errorf("jobs (-want +got):\n%s", diff)
+	}
+}
+
 func TestReconcileSettlesArchivedJob(t *testing.T) {
 	t.Parallel()
 	e, turns, r, clk := rsetup(t, QueueConfig{MaxRetry: 1})
@@ -215,8 +280,12 @@ func TestReconcileSettlesArchivedJob(t *testing.T) {
 		t.Errorf("counts (-want +got):\n%s", diff)
 	}
 	s, ok := turns.settlement("t1")
-	if !ok || s.State != chat.StateFailed || s.Reason != chat.ReasonBackendError || !strings.Contains(s.Note, errBoom.Error()) {
-		t.Errorf("settled %+v (%v), want failed, backend_error, a note with %q", s, ok, errBoom)
+	if !ok || s.State != chat.StateFailed || s.Reason != chat.ReasonBackendError || !strings.Contains(s.Note, "trace id ") {
+		t.Errorf("settled %+v (%v), want failed, backend_error, a note with a trace id", s, ok)
+	}
+	// The job's error is the log's, not the client's.
+	if strings.Contains(s.Note, errBoom.Error()) {
+		t.Errorf("note %q carries the job's error", s.Note)
 	}
 	if got := e.where(t, "t1"); len(got) != 0 {
 		t.Errorf("archived job left: %v", got)

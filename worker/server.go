@@ -166,6 +166,10 @@ func (s *Server) begin(ctx context.Context) error {
 		TaskCheckInterval:        s.cfg.TaskCheckInterval,
 		DelayedTaskCheckInterval: s.cfg.DelayedTaskCheckInterval,
 		RetryDelayFunc:           s.retryDelay,
+		// A run that ended because the database was unreachable has not
+		// failed: its job is retried without counting towards MaxRetry,
+		// so an outage never archives it.
+		IsFailure: func(err error) bool { return !chat.Unavailable(err) },
 		Queues:                   s.queues(),
 		StrictPriority:           true,
 		ShutdownTimeout:          s.cfg.ShutdownTimeout,
