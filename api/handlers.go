@@ -74,7 +74,7 @@ func (s *Server) healthz(c echo.Context) error {
 
 func (s *Server) readyz(c echo.Context) error {
 	if err := s.svc.Ready(c.Request().Context()); err != nil {
-		return &chat.Error{Code: chat.CodeUnavailable, Message: "not ready: " + err.Error(), Err: err}
+		return &chat.Error{Code: chat.CodeUnavailable, Message: "not ready: " + chat.ErrorMessage(err), Err: err}
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 }

@@ -616,13 +616,15 @@ func (s *Service) feed(ctx context.Context, repo string, pr int, t Turn, state S
 	}
 }
 
-// Ready checks that the database and the queue answer.
+// Ready checks that the database and the queue answer. Its error is a
+// CodeUnavailable error whose message names the part that does not answer,
+// not why (that is its cause, for the log).
 func (s *Service) Ready(ctx context.Context) error {
 	if err := s.store.Ping(ctx); err != nil {
-		return fmt.Errorf("database: %w", err)
+		return &Error{Code: CodeUnavailable, Message: "the database does not answer", Err: err}
 	}
 	if err := s.queue.Ping(ctx); err != nil {
-		return fmt.Errorf("queue: %w", err)
+		return &Error{Code: CodeUnavailable, Message: "the queue does not answer", Err: err}
 	}
 	return nil
 }
