@@ -27,6 +27,11 @@ type HeartbeatConfig struct {
 	// its key is still there, and beats at once when it is gone (Redis was
 	// flushed or restarted). Default the smaller of Interval and 500ms.
 	CheckInterval time.Duration
+	// OnLost, if set, is called (in the heartbeat's goroutine; it must not
+	// block) when the heartbeat finds that Redis lost its key: Redis was
+	// flushed or restarted, and lost the queues' jobs too. prchat reconciles
+	// at once then.
+	OnLost func()
 	// Logger receives failed beats. Default: discard.
 	Logger *slog.Logger
 }
@@ -114,33 +119,46 @@ func (h *Heartbeat) loop(ctx context.Context) {
 			if err != nil || n > 0 {
 				continue // a failed check is retried at the next tick or beat
 			}
-			h.log.WarnContext(ctx, "heartbeat key gone (Redis flushed or restarted); beating at once")
 		}
-		if err := h.beat(ctx); err != nil {
+		lost, err := h.beatLost(ctx)
+		if err != nil {
 			if ctx.Err() == nil {
 				h.log.WarnContext(ctx, "heartbeat failed", slog.Any("err", err))
 			}
 			continue
 		}
 		last = time.Now()
+		if lost {
+			h.log.WarnContext(ctx, "heartbeat key was gone (Redis flushed or restarted); written again")
+			if h.cfg.OnLost != nil {
+				h.cfg.OnLost()
+			}
+		}
 	}
 }
 
 // beat sets the keys, warning when another run of the same worker id held
 // the heartbeat.
 func (h *Heartbeat) beat(ctx context.Context) error {
+	_, err := h.beatLost(ctx)
+	return err
+}
+
+// beatLost is beat, and reports whether the heartbeat key was gone.
+func (h *Heartbeat) beatLost(ctx context.Context) (bool, error) {
 	id := h.cfg.Identity
 	pipe := h.rdb.TxPipeline()
 	prevCmd := pipe.SetArgs(ctx, heartbeatKey(id.ID), id.Instance, redis.SetArgs{TTL: h.cfg.TTL, Get: true})
 	pipe.Set(ctx, knownKey(id.ID), id.Instance, knownTTL)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("heartbeat of worker %s: %w", id.ID, err)
+		return false, fmt.Errorf("heartbeat of worker %s: %w", id.ID, err)
 	}
-	if prev := prevCmd.Val(); prev != "" && prev != id.Instance {
+	prev := prevCmd.Val()
+	if prev != "" && prev != id.Instance {
 		h.log.WarnContext(ctx, "another run of this worker id was beating; two processes may share one PRCHAT_WORKER_ID",
 			slog.String("instance", id.Instance), slog.String("other_instance", prev))
 	}
-	return nil
+	return prev == "", nil
 }
 
 // Stop stops beating and deletes the heartbeat if it still names this run,

@@ -117,7 +117,9 @@ func TestHeartbeatRewritesFlushedKey(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	id := NewIdentity("w1")
-	h, err := NewHeartbeat(e.rdb, HeartbeatConfig{Identity: id, TTL: time.Minute, Interval: 20 * time.Second, CheckInterval: 50 * time.Millisecond, Logger: testLogger(t)})
+	lost := make(chan struct{}, 10)
+	h, err := NewHeartbeat(e.rdb, HeartbeatConfig{Identity: id, TTL: time.Minute, Interval: 20 * time.Second, CheckInterval: 50 * time.Millisecond,
+		OnLost: func() { lost <- struct{}{} }, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,6 +137,14 @@ func TestHeartbeatRewritesFlushedKey(t *testing.T) {
 		return n == 2
 	})
 	t.Logf("heartbeat rewritten %v after the flush (next beat was due in 20s)", time.Since(start).Round(time.Millisecond))
+	select {
+	case <-lost:
+	case <-time.After(2 * time.Second):
+		t.Fatal("OnLost was not called")
+	}
+	if len(lost) != 0 {
+		t.Errorf("OnLost called %d more times for one flush", len(lost))
+	}
 }
 
 func TestHeartbeatRenewsAndExpires(t *testing.T) {

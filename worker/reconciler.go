@@ -142,7 +142,8 @@ type Reconciler struct {
 	activeSince map[string]time.Time // queued turns whose job runs unclaimed, by turn id
 	totals      Counts               // guarded by pass
 
-	lc *lifecycle
+	lc   *lifecycle
+	kick chan struct{} // a pass at once
 }
 
 // NewReconciler returns a Reconciler of turns' jobs in queue, asking hosts
@@ -160,6 +161,7 @@ func NewReconciler(turns Turns, queue *Queue, hosts chat.Hosts, cfg ReconcilerCo
 		log:         cfg.Logger.With(slog.String("component", "reconciler")),
 		activeSince: map[string]time.Time{},
 		lc:          newLifecycle("worker reconciler"),
+		kick:        make(chan struct{}, 1),
 	}, nil
 }
 
@@ -178,6 +180,7 @@ func (r *Reconciler) loop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-r.kick:
 		}
 		if _, err := r.ReconcileOnce(ctx); err != nil && ctx.Err() == nil {
 			r.log.WarnContext(ctx, "reconcile", slog.Any("err", err))
@@ -188,6 +191,17 @@ func (r *Reconciler) loop(ctx context.Context) {
 // Stop stops the background passes and waits for a running one to end. It is
 // safe to call twice, and before Start.
 func (r *Reconciler) Stop() { r.lc.stop(nil, nil) }
+
+// Kick makes a started Reconciler pass at once (or right after the pass
+// that runs now) rather than at its next Interval: the heartbeat kicks it
+// when Redis lost its data, so that lost jobs are enqueued again within
+// moments. It never blocks.
+func (r *Reconciler) Kick() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
 
 // Totals sums the Counts of all passes so far.
 func (r *Reconciler) Totals() Counts {

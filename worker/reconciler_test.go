@@ -263,6 +263,27 @@ func TestReconcileRequeuesJobArchivedByAnOutage(t *testing.T) {
 	}
 }
 
+// TestKickReconcilesAtOnce: a kicked Reconciler enqueues a lost job within
+// a second, not at its next Interval.
+func TestKickReconcilesAtOnce(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	turns := newFakeTurns(e)
+	r, err := NewReconciler(turns, e.queue, e.hosts, ReconcilerConfig{Interval: time.Hour, Grace: time.Millisecond, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop()
+	turns.add(chat.Turn{ID: "t1", State: chat.StateQueued, CreatedAt: time.Now().Add(-time.Minute)}, "")
+	start := time.Now()
+	r.Kick()
+	eventually(t, time.Second, "lost job enqueued", func() bool { return slices.Equal(e.where(t, "t1"), []string{"t1@turns:pending"}) })
+	t.Logf("lost job enqueued %v after the kick", time.Since(start).Round(time.Millisecond))
+}
+
 func TestReconcileSettlesArchivedJob(t *testing.T) {
 	t.Parallel()
 	e, turns, r, clk := rsetup(t, QueueConfig{MaxRetry: 1})

@@ -280,7 +280,17 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 	if r.worker {
 		id := worker.NewIdentity(cfg.WorkerID)
 		d.runner = id.Runner()
-		if d.heartbeat, err = worker.NewHeartbeat(d.rdb, worker.HeartbeatConfig{Identity: id, TTL: o.heartbeatTTL, Logger: log}); err != nil {
+		if d.reconciler, err = worker.NewReconciler(d.svc, d.queue, hosts, worker.ReconcilerConfig{
+			Interval: cfg.ReconcileInterval,
+			Grace:    o.reconcileGrace,
+			Policy:   policy,
+			Logger:   log,
+		}); err != nil {
+			return nil, err
+		}
+		// A heartbeat that finds its key gone (Redis flushed or restarted)
+		// has the reconciler enqueue the lost jobs at once.
+		if d.heartbeat, err = worker.NewHeartbeat(d.rdb, worker.HeartbeatConfig{Identity: id, TTL: o.heartbeatTTL, OnLost: d.reconciler.Kick, Logger: log}); err != nil {
 			return nil, err
 		}
 		if err = d.heartbeat.Start(ctx); err != nil {
@@ -296,14 +306,6 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 			return nil, err
 		}
 		if err = d.server.Start(ctx); err != nil {
-			return nil, err
-		}
-		if d.reconciler, err = worker.NewReconciler(d.svc, d.queue, hosts, worker.ReconcilerConfig{
-			Interval: cfg.ReconcileInterval,
-			Grace:    o.reconcileGrace,
-			Policy:   policy,
-			Logger:   log,
-		}); err != nil {
 			return nil, err
 		}
 		// Reconcile what an earlier run left queued or running, then keep at it.
