@@ -29,12 +29,18 @@ func TestOutageIsUnavailable(t *testing.T) {
 	s := storetest.NewPostgres(t, proxy.URL(raw))
 	ctx := context.Background()
 	calls := map[string]func() error{
-		"ping":         func() error { return s.Ping(ctx) },
-		"read":         func() error { _, err := s.Repositories(ctx); return err },
-		"pending":      func() error { _, err := s.PendingTurns(ctx); return err },
-		"write":        func() error { _, err := s.UpsertRepository(ctx, &chat.Repository{Name: "o/r", ClonePath: "/x"}); return err },
-		"transaction":  func() error { return s.DeleteConversation(ctx, "00000000-0000-0000-0000-000000000000") },
-		"claim (turn)": func() error { _, err := s.ClaimTurn(ctx, "00000000-0000-0000-0000-000000000000", "w/1", nil); return err },
+		"ping":    func() error { return s.Ping(ctx) },
+		"read":    func() error { _, err := s.Repositories(ctx); return err },
+		"pending": func() error { _, err := s.PendingTurns(ctx); return err },
+		"write": func() error {
+			_, err := s.UpsertRepository(ctx, &chat.Repository{Name: "o/r", ClonePath: "/x"})
+			return err
+		},
+		"transaction": func() error { return s.DeleteConversation(ctx, "00000000-0000-0000-0000-000000000000") },
+		"claim (turn)": func() error {
+			_, err := s.ClaimTurn(ctx, "00000000-0000-0000-0000-000000000000", "w/1", nil)
+			return err
+		},
 	}
 	for name, call := range calls {
 		if err := call(); err != nil && chat.ErrorCode(err) != chat.CodeNotFound {

@@ -169,12 +169,12 @@ func (s *Server) begin(ctx context.Context) error {
 		// A run that ended because the database was unreachable has not
 		// failed: its job is retried without counting towards MaxRetry,
 		// so an outage never archives it.
-		IsFailure: func(err error) bool { return !chat.Unavailable(err) },
-		Queues:                   s.queues(),
-		StrictPriority:           true,
-		ShutdownTimeout:          s.cfg.ShutdownTimeout,
-		Logger:                   asynqLogger{s.log.With(slog.String("component", "asynq"))},
-		LogLevel:                 asynqLevel(s.log),
+		IsFailure:       func(err error) bool { return !chat.Unavailable(err) },
+		Queues:          s.queues(),
+		StrictPriority:  true,
+		ShutdownTimeout: s.cfg.ShutdownTimeout,
+		Logger:          asynqLogger{s.log.With(slog.String("component", "asynq"))},
+		LogLevel:        asynqLevel(s.log),
 		HealthCheckFunc: func(err error) {
 			if err != nil {
 				s.log.Warn("redis health check failed", slog.Any("err", err))
