@@ -133,8 +133,11 @@ type Queue interface {
 	// The job's id is the turn id; a job that already exists is not an error.
 	Enqueue(ctx context.Context, turnID, host string) error
 	// Cancel stops the turn's job: a running handler's context is cancelled,
-	// a waiting job is removed.
+	// a waiting or archived job is removed.
 	Cancel(ctx context.Context, turnID string) error
+	// RemoveRunDir has the worker host ("" = any worker) remove a run
+	// directory on its disk (a deleted conversation's).
+	RemoveRunDir(ctx context.Context, host, dir string) error
 	// Ping checks that the queue's broker answers.
 	Ping(ctx context.Context) error
 }

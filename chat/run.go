@@ -45,6 +45,9 @@ func (s *Service) Run(ctx context.Context, turnID, runner string) error {
 	case errors.Is(err, ErrSettled), errors.Is(err, ErrFenced):
 		s.log.InfoContext(ctx, "turn not claimed", slog.String("turn", turnID), slog.String("why", err.Error()))
 		return nil
+	case ErrorCode(err) == CodeNotFound:
+		s.log.InfoContext(ctx, "turn not claimed: it was deleted", slog.String("turn", turnID))
+		return nil // its conversation was deleted: nothing to run, ever
 	case err != nil:
 		return fmt.Errorf("claim turn %s: %w", turnID, err)
 	}
@@ -57,12 +60,44 @@ func (s *Service) Run(ctx context.Context, turnID, runner string) error {
 	r.rec.emit(ctx, Event{Type: EventState, State: StateRunning})
 	o, err := r.execute(ctx)
 	if err != nil {
-		// This worker stops under the turn: leave it running for the next
-		// run to take over, unless it was settled meanwhile.
-		r.rec.flush(context.WithoutCancel(ctx))
+		// This worker stops under the turn, or the turn was cancelled or
+		// deleted under it.
+		wctx := context.WithoutCancel(ctx)
+		r.rec.flush(wctx)
+		if r.ended(wctx) {
+			return nil // no run is needed any more
+		}
+		// Leave it running for the next run to take over.
 		return fmt.Errorf("run turn %s: %w", turnID, err)
 	}
 	return r.finish(context.WithoutCancel(ctx), o)
+}
+
+// ended reports whether the run's turn needs no more runs: it was settled
+// (cancelled) or deleted with its conversation. A deleted turn's run
+// directory is removed.
+func (r *run) ended(ctx context.Context) bool {
+	t, err := r.s.store.TurnByID(ctx, r.turn.ID)
+	switch {
+	case ErrorCode(err) == CodeNotFound:
+		r.removeDir(ctx)
+		return true
+	case err != nil:
+		return false
+	}
+	return t.State.Final()
+}
+
+// removeDir removes the run directory this run worked in, unless it is the
+// review's own: its conversation was deleted while the run went on.
+func (r *run) removeDir(ctx context.Context) {
+	s := r.s
+	if r.dir == "" || r.dir == r.reviewDir || s.workspaces == nil {
+		return
+	}
+	if err := s.workspaces.Remove(ctx, r.dir); err != nil {
+		s.log.WarnContext(ctx, "remove run directory of a deleted conversation", slog.String("turn", r.turn.ID), slog.Any("err", err))
+	}
 }
 
 // mayTakeOver decides whether runner may claim a turn another run holds.
@@ -90,6 +125,9 @@ type run struct {
 	started time.Time
 	// traceID ties an internal failure's note to its cause in the log.
 	traceID string
+	// dir is the run directory the agent works in, reviewDir the review's
+	// own (set by plan).
+	dir, reviewDir string
 }
 
 // plan is how the agent of a turn starts.
@@ -352,6 +390,7 @@ func (r *run) plan(ctx context.Context) (*plan, error) {
 	if p.mode == SessionNone && conv.RunDir != "" && s.workspaces.Exists(conv.RunDir) {
 		p.dir = conv.RunDir
 	}
+	r.reviewDir = rev.RunDir
 	if p.dir == "" {
 		p.dir, err = s.workspaces.Prepare(ctx, Seed{Repository: repo, Review: rev, Conversation: conv, Turns: p.earlier})
 		if err != nil {
@@ -361,6 +400,7 @@ func (r *run) plan(ctx context.Context) (*plan, error) {
 			return nil, Fail(ReasonBackendError, &Error{Code: CodeInternal, Message: "the run directory could not be prepared", Err: err})
 		}
 	}
+	r.dir = p.dir
 	return p, nil
 }
 
@@ -453,9 +493,13 @@ func (r *run) finish(ctx context.Context, o Outcome) error {
 	})
 	if errors.Is(err, ErrFenced) {
 		s.log.InfoContext(ctx, "turn fenced; result dropped", slog.String("turn", r.turn.ID))
+		r.ended(ctx) // removes the run directory of a deleted conversation
 		return nil
 	}
 	if err != nil {
+		if r.ended(ctx) {
+			return nil
+		}
 		return fmt.Errorf("finish turn %s: %w", r.turn.ID, err)
 	}
 	feed := r.rec.takeFeed()

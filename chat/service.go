@@ -531,31 +531,43 @@ func (s *Service) Cancel(ctx context.Context, conversationID string, number int)
 	return s.store.Turn(ctx, conversationID, number)
 }
 
-// DeleteConversation cancels a conversation's pending turn, removes its run
-// directory and deletes it.
+// DeleteConversation deletes a conversation with its turns and removes its
+// run directory. A pending turn's jobs are stopped after the rows are gone,
+// so that its run, on whatever worker, finds the turn deleted, removes the
+// run directory it worked in and ends without a retry.
 func (s *Service) DeleteConversation(ctx context.Context, id string) error {
 	c, err := s.Conversation(ctx, id)
 	if err != nil {
 		return err
 	}
-	for _, t := range c.Turns {
-		if !t.State.Final() {
-			if _, err := s.Cancel(ctx, c.ID, t.Number); err != nil {
-				return fmt.Errorf("delete conversation %s: %w", id, err)
-			}
-		}
-	}
 	if err := s.store.DeleteConversation(ctx, id); err != nil {
 		return err
 	}
-	if c.RunDir != "" && s.workspaces != nil {
-		rev, err := s.reviewByID(ctx, c.ReviewID)
-		if err == nil && rev.RunDir == c.RunDir {
-			return nil // the review's own run directory is not ours to remove
+	for _, t := range c.Turns {
+		if t.State.Final() {
+			continue
 		}
+		if err := s.queue.Cancel(ctx, t.ID); err != nil {
+			s.log.WarnContext(ctx, "cancel job of a deleted turn", slog.String("turn", t.ID), slog.Any("err", err))
+		}
+		s.publish(ctx, t.ID, []Event{{Type: EventError, Seq: t.LastSeq + 1, Message: "The conversation was deleted.", Reason: ReasonCancelled, At: s.now()}})
+	}
+	if c.RunDir == "" {
+		return nil
+	}
+	if rev, err := s.reviewByID(ctx, c.ReviewID); err != nil || rev.RunDir == c.RunDir {
+		return nil // the review's own run directory is not ours to remove
+	}
+	host := c.SessionHost
+	if s.workspaces != nil && (host == "" || host == s.cfg.WorkerID || s.cfg.Policy.SoleWorker) {
 		if err := s.workspaces.Remove(ctx, c.RunDir); err != nil {
 			s.log.WarnContext(ctx, "remove run directory", slog.String("conversation", id), slog.Any("err", err))
 		}
+		return nil
+	}
+	// The run directory is on a worker's host: that worker removes it.
+	if err := s.queue.RemoveRunDir(ctx, host, c.RunDir); err != nil {
+		s.log.WarnContext(ctx, "ask a worker to remove a run directory", slog.String("conversation", id), slog.String("host", host), slog.Any("err", err))
 	}
 	return nil
 }

@@ -29,7 +29,10 @@ func (q *fakeQueue) Enqueue(_ context.Context, turnID, host string) error {
 	return nil
 }
 func (q *fakeQueue) Cancel(context.Context, string) error { return nil }
-func (q *fakeQueue) Ping(context.Context) error           { return nil }
+func (q *fakeQueue) RemoveRunDir(context.Context, string, string) error {
+	return nil
+}
+func (q *fakeQueue) Ping(context.Context) error { return nil }
 
 // fakeHosts says which runners are alive.
 type fakeHosts struct {

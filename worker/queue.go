@@ -3,6 +3,8 @@ package worker
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +28,9 @@ const (
 	HostQueuePrefix = "host:"
 	// TaskType is the asynq task type of a turn's job.
 	TaskType = "turn:run"
+	// RemoveRunDirType is the asynq task type of a job that removes a
+	// deleted conversation's run directory on the worker whose queue has it.
+	RemoveRunDirType = "rundir:remove"
 )
 
 // rescueTTL is how long the ids of a turn's rescue jobs are remembered; far
@@ -187,11 +192,36 @@ func (q *Queue) enqueue(ctx context.Context, turnID, taskID, queue string) (bool
 	return true, nil
 }
 
+// removePayload is the body of a rundir:remove task.
+type removePayload struct {
+	Dir string `json:"dir"`
+}
+
+// RemoveRunDir enqueues a job on host's queue ("" = the shared queue) that
+// removes the run directory dir on that worker's disk.
+func (q *Queue) RemoveRunDir(ctx context.Context, host, dir string) error {
+	body, err := json.Marshal(removePayload{Dir: dir})
+	if err != nil {
+		return fmt.Errorf("remove run directory: %w", err)
+	}
+	queue := HostQueue(host)
+	if err := q.rdb.SAdd(ctx, asynqQueuesKey, queue).Err(); err != nil {
+		return fmt.Errorf("remove run directory on %s: register queue: %w", queue, err)
+	}
+	sum := sha256.Sum256([]byte(dir))
+	_, err = q.client.EnqueueContext(ctx, asynq.NewTask(RemoveRunDirType, body),
+		asynq.TaskID("rundir:"+hex.EncodeToString(sum[:12])), asynq.Queue(queue), asynq.MaxRetry(3), asynq.Timeout(time.Minute))
+	if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
+		return fmt.Errorf("remove run directory on %s: %w", queue, err)
+	}
+	return nil
+}
+
 // Cancel stops the turn's jobs, its own and its rescue jobs: a handler
 // running one on any worker has its context cancelled (through Redis
 // pub/sub; asynq then puts that job up for retry, and the retried handler
-// finds the turn settled), and the jobs waiting in any of prchat's queues
-// are deleted. A turn with no job is not an error.
+// finds the turn settled), and the jobs waiting in any of prchat's queues,
+// or archived there, are deleted. A turn with no job is not an error.
 func (q *Queue) Cancel(ctx context.Context, turnID string) error {
 	rescues, err := q.rdb.SMembers(ctx, rescueKey(turnID)).Result()
 	if err != nil {
@@ -208,7 +238,7 @@ func (q *Queue) Cancel(ctx context.Context, turnID string) error {
 		return errors.Join(append(errs, fmt.Errorf("cancel turn %s: %w", turnID, err))...)
 	}
 	for _, t := range tasks {
-		if !t.State.waiting() {
+		if !t.State.waiting() && t.State != TaskArchived {
 			continue
 		}
 		if err := q.DeleteTask(ctx, t); err != nil {
@@ -314,6 +344,30 @@ func (q *Queue) tasksIn(ctx context.Context, queues []string, turnID string) ([]
 			}
 			out = append(out, taskFromInfo(turnID, info))
 		}
+	}
+	return out, nil
+}
+
+// archived returns the archived jobs of queue (at most 500 per call), with
+// the turn of each turn job ("" for other jobs).
+func (q *Queue) archived(ctx context.Context, queue string) ([]Task, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	infos, err := q.insp.ListArchivedTasks(queue, asynq.PageSize(500))
+	if errors.Is(err, asynq.ErrQueueNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("archived jobs of %s: %w", queue, err)
+	}
+	out := make([]Task, 0, len(infos))
+	for _, info := range infos {
+		var p payload
+		if info.Type == TaskType {
+			_ = json.Unmarshal(info.Payload, &p)
+		}
+		out = append(out, taskFromInfo(p.TurnID, info))
 	}
 	return out, nil
 }

@@ -96,6 +96,9 @@ type Counts struct {
 	// Interrupted counts running turns settled as interrupted because their
 	// worker died and they had used their MaxAttempts.
 	Interrupted int
+	// Swept counts archived jobs deleted because no pending turn needs them
+	// (their turn settled or was deleted, or they were no turn's).
+	Swept int
 	// Errors counts turns the pass could not reconcile.
 	Errors int
 }
@@ -107,6 +110,7 @@ func (c *Counts) add(o Counts) {
 	c.Rescued += o.Rescued
 	c.Failed += o.Failed
 	c.Interrupted += o.Interrupted
+	c.Swept += o.Swept
 	c.Errors += o.Errors
 }
 
@@ -240,7 +244,40 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) (Counts, error) {
 		}
 	}
 	r.activeSince = p.activeSince
+	pending := make(map[string]bool, len(turns))
+	for _, t := range turns {
+		pending[t.ID] = true
+	}
+	if err := p.sweep(ctx, queues, pending); err != nil {
+		errs = append(errs, err)
+	}
 	return c, errors.Join(errs...)
+}
+
+// sweep deletes the archived jobs in queues that no pending turn needs, so
+// that no archived job stays in Redis for good (asynq keeps them without a
+// TTL). A pending turn's archived job is the turn's rules' business.
+func (p *pass) sweep(ctx context.Context, queues []string, pending map[string]bool) error {
+	var errs []error
+	for _, queue := range queues {
+		tasks, err := p.r.queue.archived(ctx, queue)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, task := range tasks {
+			if task.TurnID != "" && pending[task.TurnID] {
+				continue
+			}
+			if err := p.r.queue.DeleteTask(ctx, task); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			p.counts.Swept++
+			p.r.log.InfoContext(ctx, "deleted archived job", slog.String("task", task.ID), slog.String("queue", queue), slog.String("turn", task.TurnID))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // pass is the state of one ReconcileOnce.

@@ -284,6 +284,28 @@ func TestKickReconcilesAtOnce(t *testing.T) {
 	t.Logf("lost job enqueued %v after the kick", time.Since(start).Round(time.Millisecond))
 }
 
+// TestReconcileSweepsArchivedJobsNoTurnNeeds: an archived job whose turn is
+// not pending (settled, or deleted with its conversation) is deleted: asynq
+// would keep it without a TTL.
+func TestReconcileSweepsArchivedJobsNoTurnNeeds(t *testing.T) {
+	t.Parallel()
+	e, _, r, _ := rsetup(t, QueueConfig{MaxRetry: 1})
+	rec := newRecorder(func(context.Context, string, int) error { return fmt.Errorf("boom: %w", asynq.SkipRetry) })
+	e.startServer(t, "w1", rec, nil)
+	if err := e.queue.Enqueue(t.Context(), "gone", ""); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "job archived", func() bool {
+		return slices.Equal(e.where(t, "gone"), []string{"gone@turns:archived"})
+	})
+	if diff := gocmp.Diff(Counts{Swept: 1}, reconcile(t, r)); diff != "" {
+		t.Errorf("counts (-want +got):\n%s", diff)
+	}
+	if got := e.where(t, "gone"); len(got) != 0 {
+		t.Errorf("archived job left: %v", got)
+	}
+}
+
 func TestReconcileSettlesArchivedJob(t *testing.T) {
 	t.Parallel()
 	e, turns, r, clk := rsetup(t, QueueConfig{MaxRetry: 1})

@@ -65,6 +65,9 @@ type ServerConfig struct {
 	// contexts are cancelled and their jobs put back in their queues, and
 	// Stop waits as long again for the handlers to return. Default 10s.
 	ShutdownTimeout time.Duration
+	// RemoveRunDir, if set, removes a run directory on this worker's disk:
+	// the server runs the rundir:remove jobs of its host queue with it.
+	RemoveRunDir func(ctx context.Context, dir string) error
 	// Logger receives the server's and asynq's logs. Default: discard.
 	Logger *slog.Logger
 }
@@ -183,6 +186,7 @@ func (s *Server) begin(ctx context.Context) error {
 	})
 	mux := asynq.NewServeMux()
 	mux.HandleFunc(TaskType, s.handle)
+	mux.HandleFunc(RemoveRunDirType, s.removeRunDir)
 	if err := srv.Start(mux); err != nil {
 		cancel()
 		return fmt.Errorf("start worker server: %w", err)
@@ -229,6 +233,18 @@ func (s *Server) handle(ctx context.Context, t *asynq.Task) error {
 	}
 	log.DebugContext(ctx, "turn job done", slog.Duration("took", time.Since(start)))
 	return nil
+}
+
+// removeRunDir runs one rundir:remove job.
+func (s *Server) removeRunDir(ctx context.Context, t *asynq.Task) error {
+	var p removePayload
+	if err := json.Unmarshal(t.Payload(), &p); err != nil || p.Dir == "" {
+		return fmt.Errorf("remove run directory: payload is not {\"dir\": ...}: %w", asynq.SkipRetry)
+	}
+	if s.cfg.RemoveRunDir == nil {
+		return fmt.Errorf("remove run directory: this worker keeps no run directories: %w", asynq.SkipRetry)
+	}
+	return s.cfg.RemoveRunDir(ctx, p.Dir)
 }
 
 // track counts a running handler, unless the Server is draining.

@@ -301,6 +301,7 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 			Concurrency:       cfg.Concurrency,
 			TaskCheckInterval: cfg.PollInterval,
 			Policy:            policy,
+			RemoveRunDir:      deps.Workspaces.Remove,
 			Logger:            log,
 		}); err != nil {
 			return nil, err
