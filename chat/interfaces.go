@@ -58,6 +58,11 @@ type Store interface {
 	// live run holds; then ClaimTurn returns ErrFenced. A turn in a final
 	// state returns ErrSettled.
 	ClaimTurn(ctx context.Context, id, runner string, allow func(Turn) bool) (Turn, error)
+	// ReleaseTurn puts a running turn that the run holding fence cannot
+	// finish (its worker stops) back to queued, with no runner, and returns
+	// it: the next run claims it at once and its claim's fresh fence fences
+	// that run off. A turn that run no longer holds returns ErrFenced.
+	ReleaseTurn(ctx context.Context, id string, fence int64) (Turn, error)
 	// AppendEvents stores events of a turn whose fence is current.
 	AppendEvents(ctx context.Context, turnID string, fence int64, events []Event) error
 	// FinishTurn stores the outcome of the run holding fence and settles the

@@ -51,6 +51,7 @@ func (s *Service) Run(ctx context.Context, turnID, runner string) error {
 	case err != nil:
 		return fmt.Errorf("claim turn %s: %w", turnID, err)
 	}
+	s.inflight.Store(turnID, t.Fence)
 	r := &run{s: s, turn: t, fence: t.Fence, rec: newRecorder(s, t.ID, t.Fence, t.LastSeq), started: s.now()}
 	if s.cfg.Policy.OutOfAttempts(t.Fence - 1) {
 		// The runs before this one all ended early.
@@ -73,9 +74,9 @@ func (s *Service) Run(ctx context.Context, turnID, runner string) error {
 	return r.finish(context.WithoutCancel(ctx), o)
 }
 
-// ended reports whether the run's turn needs no more runs: it was settled
-// (cancelled) or deleted with its conversation. A deleted turn's run
-// directory is removed.
+// ended reports whether the run's turn needs no more runs of this job: it
+// was settled (cancelled), deleted with its conversation, handed on
+// (Release) or taken over. A deleted turn's run directory is removed.
 func (r *run) ended(ctx context.Context) bool {
 	t, err := r.s.store.TurnByID(ctx, r.turn.ID)
 	switch {
@@ -85,7 +86,25 @@ func (r *run) ended(ctx context.Context) bool {
 	case err != nil:
 		return false
 	}
-	return t.State.Final()
+	return t.State.Final() || t.State == StateQueued || t.Fence != r.fence
+}
+
+// Release hands a turn that this process runs but cannot finish (its
+// worker stops) to the next run at once: the turn goes back to queued with
+// no runner, so the next run claims it without waiting for a takeover, and
+// that claim's fresh fence fences this run off. A turn this process does not
+// run, or whose run no longer holds it, returns ErrFenced.
+func (s *Service) Release(ctx context.Context, turnID string) error {
+	v, _ := s.inflight.Load(turnID)
+	fence, ok := v.(int64)
+	if !ok {
+		return fmt.Errorf("release turn %s: this process does not run it: %w", turnID, ErrFenced)
+	}
+	if _, err := s.store.ReleaseTurn(ctx, turnID, fence); err != nil {
+		return err
+	}
+	s.log.InfoContext(ctx, "turn handed on", slog.String("turn", turnID), slog.Int64("fence", fence))
+	return nil
 }
 
 // removeDir removes the run directory this run worked in, unless it is the

@@ -156,7 +156,7 @@ type Service struct {
 	forges          map[string]Forge
 	commentObserver CommentObserver
 
-	inflight sync.Map // turn id -> struct{}: runs of this process
+	inflight sync.Map // turn id -> its run's fence (int64) once claimed: runs of this process
 	repos    repoCache
 }
 

@@ -601,6 +601,38 @@ func TestClaimTurnFencing(t *testing.T) {
 	})
 }
 
+// TestReleaseTurn: a released turn is queued with no runner, the next claim
+// takes it without asking and fences the released run off; a run that no
+// longer holds the turn cannot release it.
+func TestReleaseTurn(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		f := setup(t, s)
+		_, turn := f.converse(t)
+		run1 := f.claim(t, turn.ID, "w1/1")
+		rel, err := s.ReleaseTurn(ctx, turn.ID, run1.Fence)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rel.State != chat.StateQueued || rel.Runner != "" || rel.Fence != run1.Fence {
+			t.Fatalf("released: %+v", rel)
+		}
+		wantIs(t, second(s.ReleaseTurn(ctx, turn.ID, run1.Fence)), chat.ErrFenced) // not running
+		run2, err := s.ClaimTurn(ctx, turn.ID, "w2/1", func(chat.Turn) bool { t.Error("a released turn's claim asked"); return false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run2.Fence != run1.Fence+1 || run2.Runner != "w2/1" {
+			t.Fatalf("claim after release: %+v", run2)
+		}
+		wantIs(t, s.FinishTurn(ctx, turn.ID, run1.Fence, chat.Outcome{State: chat.StateSucceeded}), chat.ErrFenced)
+		wantIs(t, second(s.ReleaseTurn(ctx, turn.ID, run1.Fence)), chat.ErrFenced)
+	})
+}
+
+func second[T any](_ T, err error) error { return err }
+
 func TestClaimTurnConcurrently(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {

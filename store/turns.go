@@ -212,6 +212,21 @@ func (s *Store) fenced(ctx context.Context, op, turnID string) error {
 	return fmt.Errorf("%s turn %s: %w", op, turnID, chat.ErrFenced)
 }
 
+// ReleaseTurn puts a running turn held by the run with fence back to
+// queued with no runner (see chat.Store).
+func (s *Store) ReleaseTurn(ctx context.Context, id string, fence int64) (chat.Turn, error) {
+	var rows []turnRow
+	err := s.write.WithContext(ctx).Raw(`UPDATE turns SET state = 'queued', runner = ''
+WHERE id = ? AND fence = ? AND state = 'running' RETURNING *`, id, fence).Find(&rows).Error
+	if err != nil {
+		return chat.Turn{}, fmt.Errorf("release turn %s: %w", id, err)
+	}
+	if len(rows) == 0 {
+		return chat.Turn{}, s.fenced(ctx, "release", id)
+	}
+	return rows[0].chat()
+}
+
 // FinishTurn stores the outcome of the run holding fence and settles the
 // turn, in one transaction with the conversation's session update and the
 // final events. The turn must be running with that fence, else ErrFenced;

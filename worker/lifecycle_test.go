@@ -100,7 +100,7 @@ func TestPartsStartAndStopFromManyGoroutines(t *testing.T) {
 			return r
 		},
 		"server": func(int) part {
-			s, err := NewServer(e.rdb, newRecorder(nil), ServerConfig{Identity: NewIdentity("stress"), ShutdownTimeout: time.Second, Logger: testLogger(t)})
+			s, err := NewServer(e.rdb, newRecorder(nil), ServerConfig{Identity: NewIdentity("stress"), ShutdownGrace: time.Second, Logger: testLogger(t)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,6 +3,7 @@ package worker
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -161,6 +162,23 @@ func (q *Queue) Rescue(ctx context.Context, turnID string, fence int64) (bool, e
 		return false, fmt.Errorf("rescue turn %s: remember job %s: %w", turnID, id, err)
 	}
 	return q.enqueue(ctx, turnID, id, SharedQueue)
+}
+
+// HandOn enqueues a job for a turn that a stopping worker handed on, on the
+// shared queue, with a TaskID of its own (the stopping worker's job still
+// holds the turn's).
+func (q *Queue) HandOn(ctx context.Context, turnID string) error {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	id := turnID + "~h" + hex.EncodeToString(b[:])
+	pipe := q.rdb.TxPipeline()
+	pipe.SAdd(ctx, rescueKey(turnID), id)
+	pipe.Expire(ctx, rescueKey(turnID), rescueTTL)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("hand on turn %s: remember job %s: %w", turnID, id, err)
+	}
+	_, err := q.enqueue(ctx, turnID, id, SharedQueue)
+	return err
 }
 
 func (q *Queue) enqueue(ctx context.Context, turnID, taskID, queue string) (bool, error) {

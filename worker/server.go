@@ -25,6 +25,9 @@ import (
 // be run again (transient trouble, this worker shutting down).
 type TurnRunner interface {
 	Run(ctx context.Context, turnID, runner string) error
+	// Release hands a turn this process runs but cannot finish to the next
+	// run at once (it goes back to queued); see chat.Service.Release.
+	Release(ctx context.Context, turnID string) error
 }
 
 // DefaultTaskCheckInterval is the idle poll interval of a worker. asynq
@@ -61,10 +64,11 @@ type ServerConfig struct {
 	RetryDelay time.Duration
 	// MaxRetryDelay caps the wait before a retry. Default 2s.
 	MaxRetryDelay time.Duration
-	// ShutdownTimeout is how long Stop lets running turns finish; then their
-	// contexts are cancelled and their jobs put back in their queues, and
-	// Stop waits as long again for the handlers to return. Default 10s.
-	ShutdownTimeout time.Duration
+	// ShutdownGrace is how long Stop lets running turns finish
+	// (PRCHAT_SHUTDOWN_GRACE); then it hands the rest on to a live worker at
+	// once (each goes back to queued, with a job on the shared queue) and
+	// cancels their runs. Hurry ends the grace early. Default 10s.
+	ShutdownGrace time.Duration
 	// RemoveRunDir, if set, removes a run directory on this worker's disk:
 	// the server runs the rundir:remove jobs of its host queue with it.
 	RemoveRunDir func(ctx context.Context, dir string) error
@@ -78,7 +82,7 @@ func (c ServerConfig) withDefaults() ServerConfig {
 	c.DelayedTaskCheckInterval = cmp.Or(c.DelayedTaskCheckInterval, 500*time.Millisecond)
 	c.RetryDelay = cmp.Or(c.RetryDelay, 500*time.Millisecond)
 	c.MaxRetryDelay = cmp.Or(c.MaxRetryDelay, 2*time.Second)
-	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 10*time.Second)
+	c.ShutdownGrace = cmp.Or(c.ShutdownGrace, 10*time.Second)
 	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	return c
 }
@@ -96,8 +100,8 @@ func (c ServerConfig) validate() error {
 		return fmt.Errorf("delayed task check interval %v is under 10ms", c.DelayedTaskCheckInterval)
 	case c.RetryDelay <= 0 || c.MaxRetryDelay < c.RetryDelay:
 		return fmt.Errorf("retry delay %v must be positive and at most the max retry delay %v", c.RetryDelay, c.MaxRetryDelay)
-	case c.ShutdownTimeout <= 0:
-		return fmt.Errorf("shutdown timeout %v must be positive", c.ShutdownTimeout)
+	case c.ShutdownGrace <= 0:
+		return fmt.Errorf("shutdown grace %v must be positive", c.ShutdownGrace)
 	}
 	return nil
 }
@@ -112,10 +116,14 @@ type Server struct {
 	log    *slog.Logger
 
 	lc       *lifecycle
+	queue    *Queue             // for the jobs of turns handed on
 	srv      *asynq.Server      // set by Start
 	cancel   context.CancelFunc // of the handlers' base context
+	hurry    chan struct{}      // closed by Hurry
+	hurried  sync.Once
 	mu       sync.Mutex
 	draining bool
+	running  map[string]int // turn id -> handlers running it
 	handlers sync.WaitGroup
 }
 
@@ -128,12 +136,19 @@ func NewServer(rdb redis.UniversalClient, runner TurnRunner, cfg ServerConfig) (
 	if rdb == nil || runner == nil {
 		return nil, errors.New("worker server: a Redis client and a TurnRunner are required")
 	}
+	queue, err := NewQueue(rdb, QueueConfig{Policy: cfg.Policy, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
 	return &Server{
-		rdb:    rdb,
-		runner: runner,
-		cfg:    cfg,
-		log:    cfg.Logger.With(slog.String("worker", cfg.Identity.ID)),
-		lc:     newLifecycle("worker server"),
+		rdb:     rdb,
+		runner:  runner,
+		cfg:     cfg,
+		log:     cfg.Logger.With(slog.String("worker", cfg.Identity.ID)),
+		lc:      newLifecycle("worker server"),
+		queue:   queue,
+		hurry:   make(chan struct{}),
+		running: map[string]int{},
 	}, nil
 }
 
@@ -172,10 +187,12 @@ func (s *Server) begin(ctx context.Context) error {
 		// A run that ended because the database was unreachable has not
 		// failed: its job is retried without counting towards MaxRetry,
 		// so an outage never archives it.
-		IsFailure:       func(err error) bool { return !chat.Unavailable(err) },
-		Queues:          s.queues(),
-		StrictPriority:  true,
-		ShutdownTimeout: s.cfg.ShutdownTimeout,
+		IsFailure:      func(err error) bool { return !chat.Unavailable(err) },
+		Queues:         s.queues(),
+		StrictPriority: true,
+		// Stop waits out the grace itself and cancels what still runs; the
+		// handlers then return at once.
+		ShutdownTimeout: handlerExit,
 		Logger:          asynqLogger{s.log.With(slog.String("component", "asynq"))},
 		LogLevel:        asynqLevel(s.log),
 		HealthCheckFunc: func(err error) {
@@ -215,10 +232,10 @@ func (s *Server) handle(ctx context.Context, t *asynq.Task) error {
 		s.log.ErrorContext(ctx, "malformed turn job; archived", slog.String("task", id), slog.Int("payload_bytes", len(t.Payload())))
 		return fmt.Errorf("turn job %s: payload is not {\"turn_id\": ...}: %w", id, asynq.SkipRetry)
 	}
-	if !s.track() {
+	if !s.track(p.TurnID) {
 		return fmt.Errorf("turn %s: worker is shutting down", p.TurnID)
 	}
-	defer s.handlers.Done()
+	defer s.untrack(p.TurnID)
 
 	taskID, _ := asynq.GetTaskID(ctx)
 	queue, _ := asynq.GetQueueName(ctx)
@@ -247,38 +264,86 @@ func (s *Server) removeRunDir(ctx context.Context, t *asynq.Task) error {
 	return s.cfg.RemoveRunDir(ctx, p.Dir)
 }
 
-// track counts a running handler, unless the Server is draining.
-func (s *Server) track() bool {
+// handlerExit is how long Stop waits for handlers to return once their
+// runs are cancelled.
+const handlerExit = 5 * time.Second
+
+// track counts a running handler of a turn, unless the Server is draining.
+func (s *Server) track(turnID string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.draining {
 		return false
 	}
 	s.handlers.Add(1)
+	s.running[turnID]++
 	return true
 }
 
-// Stop stops taking jobs and shuts the server down: running turns get
-// ShutdownTimeout to finish, then their contexts are cancelled and their
-// jobs go back to their queues for another worker (or the Reconciler) to
-// take. Stop waits for the handlers to return, at most ShutdownTimeout more.
-// It is safe to call twice, and before Start.
+func (s *Server) untrack(turnID string) {
+	s.mu.Lock()
+	if s.running[turnID]--; s.running[turnID] <= 0 {
+		delete(s.running, turnID)
+	}
+	s.mu.Unlock()
+	s.handlers.Done()
+}
+
+// Hurry ends Stop's grace at once (a second SIGTERM): the running turns are
+// handed on now. Safe to call at any time and more than once.
+func (s *Server) Hurry() { s.hurried.Do(func() { close(s.hurry) }) }
+
+// Stop stops taking jobs at once, lets running turns finish for
+// ShutdownGrace (or until Hurry), then hands each turn still running to a
+// live worker at once: the turn goes back to queued and gets a job on the
+// shared queue, and its run here is cancelled (fenced off by the next
+// claim). Stop returns once the handlers have returned. It is safe to call
+// twice, and before Start.
 func (s *Server) Stop() {
 	s.lc.stop(nil, func() {
-		s.srv.Stop()     // take no more jobs
-		s.srv.Shutdown() // wait, then cancel and requeue what still runs
-		s.cancel()
-
+		s.srv.Stop() // take no more jobs
 		s.mu.Lock()
 		s.draining = true
 		s.mu.Unlock()
 		done := make(chan struct{})
 		go func() { s.handlers.Wait(); close(done) }()
+		grace := time.NewTimer(s.cfg.ShutdownGrace)
+		defer grace.Stop()
 		select {
 		case <-done:
-		case <-time.After(s.cfg.ShutdownTimeout):
+		case <-grace.C:
+			s.handOn()
+		case <-s.hurry:
+			s.handOn()
+		}
+		s.cancel()
+		s.srv.Shutdown()
+		select {
+		case <-done:
+		case <-time.After(handlerExit):
 			s.log.Warn("turn handlers still running after shutdown")
 		}
 		s.log.Info("worker server stopped", slog.String("runner", s.Runner()))
 	})
+}
+
+// handOn hands every turn still running here to the next run.
+func (s *Server) handOn() {
+	s.mu.Lock()
+	turns := slices.Sorted(maps.Keys(s.running))
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), handlerExit)
+	defer cancel()
+	for _, id := range turns {
+		if err := s.runner.Release(ctx, id); err != nil {
+			s.log.WarnContext(ctx, "hand turn on", slog.String("turn", id), slog.Any("err", err))
+			continue
+		}
+		if err := s.queue.HandOn(ctx, id); err != nil {
+			// The turn is queued: a reconciler enqueues it.
+			s.log.WarnContext(ctx, "enqueue handed-on turn", slog.String("turn", id), slog.Any("err", err))
+			continue
+		}
+		s.log.InfoContext(ctx, "turn handed on to a live worker", slog.String("turn", id))
+	}
 }

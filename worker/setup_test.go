@@ -59,7 +59,7 @@ func (e env) startServer(t *testing.T, id string, runner TurnRunner, tweak func(
 		DelayedTaskCheckInterval: 50 * time.Millisecond,
 		RetryDelay:               20 * time.Millisecond,
 		MaxRetryDelay:            50 * time.Millisecond,
-		ShutdownTimeout:          time.Second,
+		ShutdownGrace:            time.Second,
 		Logger:                   testLogger(t),
 	}
 	if tweak != nil {
@@ -147,9 +147,10 @@ type call struct {
 type recorder struct {
 	fn func(ctx context.Context, turnID string, n int) error
 
-	mu    sync.Mutex
-	calls []call
-	seen  chan call
+	mu       sync.Mutex
+	calls    []call
+	released int
+	seen     chan call
 }
 
 func newRecorder(fn func(ctx context.Context, turnID string, n int) error) *recorder {
@@ -171,6 +172,14 @@ func (r *recorder) Run(ctx context.Context, turnID, runner string) error {
 		return nil
 	}
 	return r.fn(ctx, turnID, n)
+}
+
+// Release counts the turns handed on.
+func (r *recorder) Release(context.Context, string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.released++
+	return nil
 }
 
 func (r *recorder) Calls() []call {

@@ -61,6 +61,7 @@ type Config struct {
 	VLLMBaseURL, VLLMAPIKey, VLLMModel          string
 	LiteLLMBaseURL, LiteLLMAPIKey, LiteLLMModel string
 	ReconcileInterval                           time.Duration
+	ShutdownGrace                               time.Duration
 	PollInterval                                time.Duration
 	LogFormat                                   string
 	LogLevel                                    string
@@ -235,6 +236,7 @@ func settings() []setting {
 		{env: "PRCHAT_LITELLM_API_KEY", def: "", help: "API key (virtual key) for the litellm provider", set: str(func(c *Config) *string { return &c.LiteLLMAPIKey })},
 		{env: "PRCHAT_LITELLM_MODEL", def: "", help: "default model of the litellm provider", set: str(func(c *Config) *string { return &c.LiteLLMModel })},
 		{env: "PRCHAT_POLL_INTERVAL", def: worker.DefaultTaskCheckInterval.String(), help: "how long an idle worker waits before it looks for new turns again (each look is one Redis script call per queue)", set: durationAtLeast(time.Millisecond, func(c *Config) *time.Duration { return &c.PollInterval })},
+		{env: "PRCHAT_SHUTDOWN_GRACE", def: "10s", help: "how long a stopping worker lets its running turns finish before it hands them to a live worker (a second SIGTERM ends it at once)", set: durationAtLeast(time.Millisecond, func(c *Config) *time.Duration { return &c.ShutdownGrace })},
 		{env: "PRCHAT_RECONCILE_INTERVAL", def: "5s", help: "how often the reconciler looks for lost or stuck turns", set: duration(func(c *Config) *time.Duration { return &c.ReconcileInterval })},
 		{env: "PRCHAT_LOG_FORMAT", def: "text", help: "log format: text or json", set: str(func(c *Config) *string { return &c.LogFormat })},
 		{env: "PRCHAT_LOG_LEVEL", def: "info", help: "log level: debug, info, warn or error", set: str(func(c *Config) *string { return &c.LogLevel })},

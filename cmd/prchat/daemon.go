@@ -293,7 +293,10 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 		if d.heartbeat, err = worker.NewHeartbeat(d.rdb, worker.HeartbeatConfig{Identity: id, TTL: o.heartbeatTTL, OnLost: d.reconciler.Kick, Logger: log}); err != nil {
 			return nil, err
 		}
-		if err = d.heartbeat.Start(ctx); err != nil {
+		// The long-lived parts outlive ctx (a SIGTERM): Stop stops them, in
+		// their order, with the worker's grace.
+		run := context.WithoutCancel(ctx)
+		if err = d.heartbeat.Start(run); err != nil {
 			return nil, err
 		}
 		if d.server, err = worker.NewServer(d.rdb, d.svc, worker.ServerConfig{
@@ -301,19 +304,20 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 			Concurrency:       cfg.Concurrency,
 			TaskCheckInterval: cfg.PollInterval,
 			Policy:            policy,
+			ShutdownGrace:     cfg.ShutdownGrace,
 			RemoveRunDir:      deps.Workspaces.Remove,
 			Logger:            log,
 		}); err != nil {
 			return nil, err
 		}
-		if err = d.server.Start(ctx); err != nil {
+		if err = d.server.Start(run); err != nil {
 			return nil, err
 		}
 		// Reconcile what an earlier run left queued or running, then keep at it.
 		if _, err := d.reconciler.ReconcileOnce(ctx); err != nil {
 			log.WarnContext(ctx, "reconcile at start", slog.Any("err", err))
 		}
-		if err = d.reconciler.Start(ctx); err != nil {
+		if err = d.reconciler.Start(run); err != nil {
 			return nil, err
 		}
 		// Webhook questions exist only where a webhook or a forge is set up;
@@ -380,11 +384,28 @@ func (d *daemon) URL() string {
 // Failed reports a part that stopped by itself.
 func (d *daemon) Failed() <-chan error { return d.failed }
 
-// Stop stops every part, the API first, then the worker. Safe to call twice.
+// Hurry ends the worker's shutdown grace at once (a second signal): its
+// running turns are handed on now.
+func (d *daemon) Hurry() {
+	if d.server != nil {
+		d.server.Hurry()
+	}
+}
+
+// Stop stops every part. The worker stops taking turns at once and lets its
+// running ones finish within its grace while the API shuts down; then the
+// reconciler, the heartbeat and the rest stop. Safe to call twice.
 func (d *daemon) Stop() {
 	d.stopOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
+		serverStopped := make(chan struct{})
+		go func() {
+			defer close(serverStopped)
+			if d.server != nil {
+				d.server.Stop()
+			}
+		}()
 		if d.api != nil {
 			_ = d.api.Shutdown(ctx)
 		}
@@ -395,9 +416,7 @@ func (d *daemon) Stop() {
 		if d.reconciler != nil {
 			d.reconciler.Stop()
 		}
-		if d.server != nil {
-			d.server.Stop()
-		}
+		<-serverStopped
 		if d.heartbeat != nil {
 			d.heartbeat.Stop()
 		}

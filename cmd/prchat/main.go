@@ -145,6 +145,21 @@ func runDaemon(ctx context.Context, cmd string, args []string, getenv func(strin
 	case <-ctx.Done():
 	case err = <-d.Failed():
 	}
+	// A second signal while the worker's grace runs hands its turns on at
+	// once.
+	again := make(chan os.Signal, 1)
+	signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(again)
+	stopped := make(chan struct{})
+	defer close(stopped)
+	go func() {
+		select {
+		case <-again:
+			log.InfoContext(context.WithoutCancel(ctx), "second signal: handing running turns on now")
+			d.Hurry()
+		case <-stopped:
+		}
+	}()
 	d.Stop()
 	log.InfoContext(context.WithoutCancel(ctx), "prchat stopped", "command", cmd)
 	return err
