@@ -100,7 +100,7 @@ func setup(t *testing.T, change ...func(*options)) *fixture {
 		t.Fatal(err)
 	}
 	events := worker.NewEvents(rdb, worker.EventsConfig{})
-	t.Cleanup(events.Close)
+	t.Cleanup(events.Stop)
 	ws, err := agentsession.NewWorkspaces(agentsession.Config{DataDir: f.dataDir})
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +112,7 @@ func setup(t *testing.T, change ...func(*options)) *fixture {
 	o.chat.Providers = testProviders(o.envKeys)
 	o.chat.DefaultProvider = "openai"
 	if f.svc, err = chat.NewService(o.chat, chat.Deps{
-		Store: f.store, Queue: queue, Hosts: worker.NewHosts(rdb), Workspaces: ws, Clones: ws, Limiter: worker.NewRateLimiter(rdb),
+		Store: f.store, Queue: queue, Hosts: worker.NewHosts(rdb, worker.HostsConfig{}), Workspaces: ws, Clones: ws, Limiter: worker.NewRateLimiter(rdb),
 		Backends: []chat.Backend{f.scripted, local.New(local.Config{})},
 		Masker:   mask.New(ownSecret), Settings: f.store, Sealer: sealer, Histories: f.store,
 		Publisher: events, Follower: events, Logger: testLogger(t), Now: o.now,

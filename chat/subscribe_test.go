@@ -73,13 +73,13 @@ func setupWait(t *testing.T, follow bool) *waitFixture {
 		t.Fatal(err)
 	}
 	events := worker.NewEvents(rdb, worker.EventsConfig{})
-	t.Cleanup(events.Close)
+	t.Cleanup(events.Stop)
 	f := &waitFixture{store: &countingStore{Store: storetest.New(t)}, follower: &hookedFollower{Follower: events}}
 	ws, err := agentsession.NewWorkspaces(agentsession.Config{DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	deps := chat.Deps{Store: f.store, Queue: queue, Hosts: worker.NewHosts(rdb), Publisher: events, Clones: ws}
+	deps := chat.Deps{Store: f.store, Queue: queue, Hosts: worker.NewHosts(rdb, worker.HostsConfig{}), Publisher: events, Clones: ws}
 	if follow {
 		deps.Follower = f.follower
 	}

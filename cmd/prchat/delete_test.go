@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prchat/prchat/agentsession/scripted"
+	"github.com/prchat/prchat/worker/workertest"
 )
 
 // TestDeleteMeansGone: deleting a conversation, with the API and the
@@ -24,7 +26,7 @@ func TestDeleteMeansGone(t *testing.T) {
 			e := splitSetup(t, m)
 			e.serve(role{worker: true})
 			v := e.review("scripted", nil) // no session: each conversation is seeded in a run directory of its own
-			rdb := redisClient(t, e.cfg.RedisURL)
+			rdb := workertest.Connect(t, e.cfg.RedisURL)
 			runDir := func(conv string) string { return filepath.Join(e.cfg.DataDir, "runs", conv) }
 			exists := func(p string) bool { _, err := os.Stat(p); return err == nil }
 			jobs := func() []string {
@@ -79,4 +81,19 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// waitState polls a turn until it reaches state.
+func (e *env) waitState(conv string, n int, state string) {
+	e.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		var t turnJSON
+		e.do("GET", fmt.Sprintf("/api/v1/conversations/%s/turns/%d", conv, n), nil, http.StatusOK, &t)
+		if t.State == state {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	e.t.Fatalf("turn %s/%d never reached %s", conv, n, state)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prchat/prchat/agentsession/scripted"
+	"github.com/prchat/prchat/worker/workertest"
 )
 
 // TestRedisFlushWhileATurnRuns: Redis loses every key (FLUSHDB of the
@@ -31,7 +32,7 @@ func TestRedisFlushWhileATurnRuns(t *testing.T) {
 			conv, _ := e.ask(v, "What does Load do?")
 			e.waitState(conv, 1, "running")
 
-			rdb := redisClient(t, e.cfg.RedisURL)
+			rdb := workertest.Connect(t, e.cfg.RedisURL)
 			if err := rdb.FlushDB(context.Background()).Err(); err != nil {
 				t.Fatal(err)
 			}
