@@ -189,7 +189,9 @@ func TestMaskingOfWhatClientsSee(t *testing.T) {
 	if got := f.settle(conv, 1); got.State != "succeeded" {
 		t.Fatalf("turn = %+v", got)
 	}
-	f.scripted.Push(scripted.Step{Err: errors.New("upstream said: bad key " + secrets["github pat"] + " for " + ownSecret)})
+	// A backend's failure text reaches the note, masked (the text of an
+	// error that is no chat.Failure never does).
+	f.scripted.Push(scripted.Step{Err: chat.Fail(chat.ReasonBackendError, errors.New("upstream said: bad key "+secrets["github pat"]+" for "+ownSecret))})
 	n := f.next(conv, "Again?")
 	if got := f.settle(conv, n); got.State != "failed" || got.Reason != "backend_error" {
 		t.Fatalf("turn 2 = %+v", got)
