@@ -111,7 +111,7 @@ func (s *Server) turnEvents(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return pump(c, s.cfg.PingInterval, events, func(e chat.Event) (string, any) {
+	return pump(s, c, events, func(e chat.Event) (string, any) {
 		return strconv.FormatInt(e.Seq, 10), eventJSON(e, requestID(c))
 	})
 }
@@ -124,18 +124,29 @@ func (s *Server) repoEvents(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return pump(c, s.cfg.PingInterval, events, func(e chat.FeedEvent) (string, any) { return e.ID, e })
+	return pump(s, c, events, func(e chat.FeedEvent) (string, any) { return e.ID, e })
 }
 
+// reconnectHint is what a stream writes before it ends because the server
+// stops: a short retry (EventSource reconnects after it) and a comment that
+// tells other readers to reconnect, with Last-Event-ID, to any instance.
+const reconnectHint = "retry: 500\n: reconnect: the server is stopping; reconnect with Last-Event-ID\n\n"
+
 // pump writes events as an SSE stream, with a ": ping" comment every ping
-// interval, until the events end or the client leaves.
-func pump[T any](c echo.Context, ping time.Duration, events <-chan T, render func(T) (id string, data any)) error {
+// interval, until the events end, the client leaves or the server stops
+// (then with the reconnect hint).
+func pump[T any](s *Server, c echo.Context, events <-chan T, render func(T) (id string, data any)) error {
+	s.streams.Add(1)
+	defer s.streams.Add(-1)
 	out := startSSE(c)
-	tick := time.NewTicker(ping)
+	tick := time.NewTicker(s.cfg.PingInterval)
 	defer tick.Stop()
 	ctx := c.Request().Context()
 	for {
 		select {
+		case <-s.stopping:
+			out.write(reconnectHint)
+			return nil
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:

@@ -65,6 +65,57 @@ func streamGolden(evs []sseEvent) response {
 	return eventsGolden(data)
 }
 
+// TestShutdownTellsStreamsToReconnect: a stopping server ends every open
+// event stream with a reconnect hint (a short retry: and a ": reconnect"
+// comment); a client that reconnects with Last-Event-ID to a server that
+// runs gets the rest of the events, nothing twice.
+func TestShutdownTellsStreamsToReconnect(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	v := f.review("scripted", nil)
+	release := make(chan struct{})
+	f.scripted.Push(liveStep(release))
+	conv := f.ask(v, "Why does Load refuse?")
+	f.run(conv, 1)
+	f.waitCalls(1)
+	turn := f.subscribe(conv, 1, "")
+	first, ok := turn.next()
+	if !ok {
+		t.Fatal("no first event")
+	}
+	feed := f.c.stream(t, "/api/v1/repos/"+repoName+"/events", "FeedEvent")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := f.srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("shutdown took %v with two open streams", time.Since(start).Round(time.Millisecond))
+	for name, s := range map[string]*sseStream{"turn": turn, "feed": feed} {
+		for {
+			if _, ok := s.next(); !ok {
+				break
+			}
+		}
+		if want := "retry: 500\n: reconnect: the server is stopping; reconnect with Last-Event-ID\n"; s.hint != want {
+			t.Errorf("%s stream ended with %q, want the reconnect hint %q", name, s.hint, want)
+		}
+	}
+
+	// Another API instance on the same service serves the rest.
+	other, err := api.New(api.Config{PingInterval: time.Minute}, f.svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.c = newClient(t, serve(t, other))
+	close(release)
+	rest := f.subscribe(conv, 1, first.ID).all()
+	if len(rest) == 0 || rest[0].Seq != first.Seq+1 || rest[len(rest)-1].Type != "done" {
+		t.Errorf("after reconnecting: %v (seqs %v), want seqs from %d ending done", types(rest), seqs(rest), first.Seq+1)
+	}
+}
+
 // TestSubscribeBeforeDuringAndAfter: subscribers that join before the turn
 // starts, while it runs and after it settled see the same ordered events
 // (testdata/events/succeeded.json), ending with done; a cancelled turn's

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -73,9 +74,12 @@ type Server struct {
 	webhookMetrics         *webhookMetrics
 	githubSelf, gitlabSelf *selfLogin
 
-	mu     sync.Mutex
-	http   *http.Server
-	cancel context.CancelFunc // ends the requests in flight (SSE streams)
+	mu       sync.Mutex
+	http     *http.Server
+	cancel   context.CancelFunc // ends the requests in flight (SSE streams)
+	stopping chan struct{}      // closed when Shutdown begins: streams say goodbye
+	stopOnce sync.Once
+	streams  atomic.Int64 // open event streams
 }
 
 // New returns a Server answering every route of the contract for svc.
@@ -100,7 +104,7 @@ func NewProbe(cfg Config) *Server {
 
 func newServer(cfg Config, svc Service) *Server {
 	cfg = cfg.withDefaults()
-	s := &Server{cfg: cfg, svc: svc, log: cfg.Logger, echo: echo.New(), limits: newRequestLimits(cfg.RequestRate)}
+	s := &Server{cfg: cfg, svc: svc, log: cfg.Logger, echo: echo.New(), limits: newRequestLimits(cfg.RequestRate), stopping: make(chan struct{})}
 	s.metrics = newMetrics(cfg.Registry)
 	s.webhookMetrics = newWebhookMetrics(cfg.Registry)
 	s.githubSelf = &selfLogin{get: cfg.GitHub.Self}
@@ -149,14 +153,25 @@ func (s *Server) Serve(ln net.Listener) error {
 	return nil
 }
 
-// Shutdown stops the server: event streams end at once, other requests in
-// flight may finish until ctx ends. Safe to call twice.
+// streamGoodbyeWait is how long Shutdown lets event streams write their
+// reconnect hint before it ends them.
+const streamGoodbyeWait = time.Second
+
+// Shutdown stops the server: each event stream is told to reconnect (a
+// short retry: and a ": reconnect" comment, see the README) and ends, other
+// requests in flight may finish until ctx ends. Safe to call twice.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	srv, cancel := s.http, s.cancel
 	s.mu.Unlock()
+	s.stopOnce.Do(func() { close(s.stopping) })
 	if srv == nil {
 		return nil
+	}
+	// New connections are refused from here; open streams write their hint.
+	srv.SetKeepAlivesEnabled(false)
+	for deadline := time.Now().Add(streamGoodbyeWait); s.streams.Load() > 0 && time.Now().Before(deadline) && ctx.Err() == nil; {
+		time.Sleep(5 * time.Millisecond)
 	}
 	cancel()
 	return srv.Shutdown(ctx)

@@ -480,6 +480,9 @@ type sseStream struct {
 	r      *bufio.Reader
 	retry  bool
 	pings  int
+	// hint is the retry line and reconnect comment of a stream that a
+	// stopping server ended ("" for none).
+	hint   string
 	cancel context.CancelFunc
 }
 
@@ -549,6 +552,8 @@ func (s *sseStream) next() (sseEvent, bool) {
 			}
 		case line == "retry: 3000":
 			s.retry = true
+		case strings.HasPrefix(line, "retry: "), strings.HasPrefix(line, ": reconnect"):
+			s.hint += line + "\n"
 		case strings.HasPrefix(line, ": ping"):
 			s.pings++
 		case strings.HasPrefix(line, "id: "):

@@ -108,24 +108,42 @@ func (c *Client) Poll(ctx context.Context, conv string, n int) (chat.Turn, error
 	}
 }
 
+// maxHintedReconnects bounds the reconnects a stopping server asks for.
+const maxHintedReconnects = 50
+
+// errReconnect is what follow returns when the server ended the stream
+// with its reconnect hint (it stops; another instance or its restart
+// serves the rest).
+var errReconnect = errors.New("the server asked to reconnect")
+
 // Stream follows the events of turn n of conversation conv, showing them
-// on sp, reconnecting with Last-Event-ID when the connection drops. It
-// returns the settled turn.
+// on sp, reconnecting with Last-Event-ID when the connection drops or the
+// server, stopping, asks for it. It returns the settled turn.
 func (c *Client) Stream(ctx context.Context, conv string, n int, sp *Progress) (chat.Turn, error) {
 	defer sp.clear()
 	last := ""
+	hinted := 0
 	for attempt := 0; ; attempt++ {
-		final, err := c.follow(ctx, conv, n, &last, sp)
+		retry := time.Duration(attempt+1) * 300 * time.Millisecond
+		final, err := c.follow(ctx, conv, n, &last, &retry, sp)
 		if final {
 			break
 		}
 		if ctx.Err() != nil {
 			return chat.Turn{}, ctx.Err()
 		}
-		if attempt >= 5 {
+		if errors.Is(err, errReconnect) && hinted < maxHintedReconnects {
+			// Not a failure: wait as the server said and start over.
+			hinted++
+			attempt = -1
+		} else if attempt >= 5 {
 			return chat.Turn{}, fmt.Errorf("follow the turn's events: %w", err)
 		}
-		time.Sleep(time.Duration(attempt+1) * 300 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return chat.Turn{}, ctx.Err()
+		case <-time.After(retry):
+		}
 	}
 	sp.clear()
 	var t chat.Turn
@@ -134,8 +152,10 @@ func (c *Client) Stream(ctx context.Context, conv string, n int, sp *Progress) (
 }
 
 // follow reads one connection of the event stream; final is true once the
-// done or error event arrived.
-func (c *Client) follow(ctx context.Context, conv string, n int, last *string, sp *Progress) (final bool, err error) {
+// done or error event arrived. A stream that ends with the server's
+// reconnect hint returns errReconnect and sets *retry to the wait it asked
+// for.
+func (c *Client) follow(ctx context.Context, conv string, n int, last *string, retry *time.Duration, sp *Progress) (final bool, err error) {
 	req, err := c.request(ctx, "GET", fmt.Sprintf("/api/v1/conversations/%s/turns/%d/events", url.PathEscape(conv), n), nil)
 	if err != nil {
 		return false, err
@@ -155,9 +175,17 @@ func (c *Client) follow(ctx context.Context, conv string, n int, last *string, s
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 8<<20)
 	var id, data string
+	var hinted bool
+	hintedRetry := *retry
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
+		case strings.HasPrefix(line, "retry: "):
+			if ms, err := strconv.Atoi(line[len("retry: "):]); err == nil && ms >= 0 {
+				hintedRetry = time.Duration(ms) * time.Millisecond
+			}
+		case strings.HasPrefix(line, ": reconnect"):
+			hinted = true
 		case strings.HasPrefix(line, "id: "):
 			id = line[4:]
 		case strings.HasPrefix(line, "data: "):
@@ -165,13 +193,19 @@ func (c *Client) follow(ctx context.Context, conv string, n int, last *string, s
 		case line == "" && data != "":
 			var e map[string]any
 			if err := json.Unmarshal([]byte(data), &e); err == nil {
-				*last = id
+				if id != "" {
+					*last = id
+				}
 				if sp.event(e) {
 					return true, nil
 				}
 			}
 			id, data = "", ""
 		}
+	}
+	if hinted {
+		*retry = hintedRetry
+		return false, errReconnect
 	}
 	if err := sc.Err(); err != nil {
 		return false, err

@@ -2,10 +2,13 @@ package client
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -67,5 +70,53 @@ func TestRenderMarkdown(t *testing.T) {
 	}
 	if got := renderMarkdown("**b**", true); !strings.Contains(got, bold+"b\033[0m") {
 		t.Errorf("terminal rendering of bold = %q", got)
+	}
+}
+
+// TestStreamFollowsTheReconnectHint: a stream that a stopping server ends
+// with its reconnect hint is followed again with Last-Event-ID, after the
+// retry it asked for, as often as it asks (more often than the reconnects
+// allowed for broken connections), and no event is shown twice.
+func TestStreamFollowsTheReconnectHint(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var lastIDs []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.URL.Path, "/events") {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"state":"succeeded","answer":{"answer_markdown":"ok","citations":[]}}`))
+			return
+		}
+		mu.Lock()
+		lastIDs = append(lastIDs, r.Header.Get("Last-Event-ID"))
+		n := len(lastIDs)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "retry: 3000\n\n")
+		if n <= 7 { // one note per connection, then the server stops
+			fmt.Fprintf(w, "id: %d\nevent: data\ndata: {\"type\":\"note\",\"seq\":%d,\"text\":\"note %d\"}\n\n", n, n, n)
+			fmt.Fprint(w, "retry: 10\n: reconnect: the server is stopping; reconnect with Last-Event-ID\n\n")
+			return
+		}
+		fmt.Fprintf(w, "id: %d\nevent: data\ndata: {\"type\":\"done\",\"seq\":%d}\n\n", n, n)
+	}))
+	defer srv.Close()
+	var live bytes.Buffer
+	start := time.Now()
+	turn, err := New(srv.URL, "").Stream(t.Context(), "c1", 1, NewProgress(&live, false))
+	if err != nil {
+		t.Fatalf("Stream: %v", err)
+	}
+	if turn.State != chat.StateSucceeded {
+		t.Errorf("turn %+v", turn)
+	}
+	if diff := cmp.Diff([]string{"", "1", "2", "3", "4", "5", "6", "7"}, lastIDs); diff != "" {
+		t.Errorf("Last-Event-ID of each connection (-want +got):\n%s", diff)
+	}
+	if got := strings.Count(live.String(), "note "); got != 7 {
+		t.Errorf("%d notes shown, want 7:\n%s", got, live.String())
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("took %v: the 10ms retry was not followed", took)
 	}
 }
