@@ -254,7 +254,7 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 		DefaultBackend:  cfg.DefaultBackend,
 		Providers:       cfg.providers(),
 		DefaultProvider: "openai",
-		ReposRoots: roots,
+		ReposRoots:      roots,
 		// With no roots configured, a loopback daemon's own users may
 		// register any path; a reachable one takes none.
 		AnyPath:           len(roots) == 0 && loopback(cfg.Listen),
