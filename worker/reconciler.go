@@ -232,16 +232,33 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) (Counts, error) {
 		return c, fmt.Errorf("reconcile: %w", err)
 	}
 	p := &pass{r: r, now: r.cfg.Now(), counts: &c, alive: map[string]bool{}, activeSince: map[string]time.Time{}}
+	// Turns are reconciled passConcurrency at a time: after Redis lost its
+	// data every queued turn needs its job again, and one at a time that
+	// took seconds for a few hundred.
 	var errs []error
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, passConcurrency)
 	for _, t := range turns {
-		if err := ctx.Err(); err != nil {
-			return c, err
+		if ctx.Err() != nil {
+			break
 		}
-		c.Checked++
-		if err := p.turn(ctx, queues, t); err != nil {
-			c.Errors++
-			errs = append(errs, err)
-		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			err := p.turn(ctx, queues, t)
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			c.Checked++
+			if err != nil {
+				c.Errors++
+				errs = append(errs, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return c, err
 	}
 	r.activeSince = p.activeSince
 	pending := make(map[string]bool, len(turns))
@@ -280,24 +297,41 @@ func (p *pass) sweep(ctx context.Context, queues []string, pending map[string]bo
 	return errors.Join(errs...)
 }
 
+// passConcurrency is how many turns one pass reconciles at once.
+const passConcurrency = 16
+
 // pass is the state of one ReconcileOnce.
 type pass struct {
-	r           *Reconciler
-	now         time.Time
-	counts      *Counts
+	r   *Reconciler
+	now time.Time
+
+	mu          sync.Mutex           // guards what follows: turns are reconciled at once
+	counts      *Counts              // (the sweep after them is alone)
 	alive       map[string]bool      // host -> alive, asked once per pass
 	activeSince map[string]time.Time // carried to the next pass
 }
 
+// count changes the pass's counts.
+func (p *pass) count(f func(c *Counts)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f(p.counts)
+}
+
 func (p *pass) hostAlive(ctx context.Context, host string) (bool, error) {
-	if a, ok := p.alive[host]; ok {
+	p.mu.Lock()
+	a, ok := p.alive[host]
+	p.mu.Unlock()
+	if ok {
 		return a, nil
 	}
 	a, err := p.r.hosts.Alive(ctx, host)
 	if err != nil {
 		return false, err
 	}
+	p.mu.Lock()
 	p.alive[host] = a
+	p.mu.Unlock()
 	return a, nil
 }
 
@@ -340,7 +374,7 @@ func (p *pass) queued(ctx context.Context, t chat.Turn, live, archived []Task) e
 		if err := p.r.turns.Enqueue(ctx, t); err != nil {
 			return err
 		}
-		p.counts.Enqueued++
+		p.count(func(c *Counts) { c.Enqueued++ })
 		p.logAction(ctx, t, "enqueued", "its job was missing")
 		return nil
 	}
@@ -371,7 +405,9 @@ func (p *pass) queued(ctx context.Context, t chat.Turn, live, archived []Task) e
 		since = p.now
 	}
 	if !deadHolder && p.now.Sub(since) < p.r.cfg.Grace {
+		p.mu.Lock()
 		p.activeSince[t.ID] = since
+		p.mu.Unlock()
 		return nil
 	}
 	reason := "its job runs on a dead worker"
@@ -404,7 +440,7 @@ func (p *pass) running(ctx context.Context, t chat.Turn, live, archived []Task) 
 			return err
 		}
 		if settled {
-			p.counts.Interrupted++
+			p.count(func(c *Counts) { c.Interrupted++ })
 			p.logAction(ctx, t, "settled interrupted", fmt.Sprintf("its runner died and it was started %d times", t.Fence))
 		}
 		return p.deleteTasks(ctx, archived)
@@ -457,7 +493,7 @@ func (p *pass) leaveDeadHosts(ctx context.Context, t chat.Turn, live []Task) ([]
 			return nil, true, err
 		}
 	}
-	p.counts.Moved++
+	p.count(func(c *Counts) { c.Moved++ })
 	p.logAction(ctx, t, "moved", "its job sat in a dead worker's queue")
 	return left, true, nil
 }
@@ -468,7 +504,7 @@ func (p *pass) rescue(ctx context.Context, t chat.Turn, reason string) error {
 		return err
 	}
 	if created {
-		p.counts.Rescued++
+		p.count(func(c *Counts) { c.Rescued++ })
 		p.logAction(ctx, t, "rescued", reason, slog.String("task", RescueTaskID(t.ID, t.Fence)))
 	}
 	return nil
@@ -491,7 +527,7 @@ func (p *pass) settleFailed(ctx context.Context, t chat.Turn, archived []Task) e
 		if err := p.r.turns.Enqueue(ctx, t); err != nil {
 			return err
 		}
-		p.counts.Enqueued++
+		p.count(func(c *Counts) { c.Enqueued++ })
 		p.logAction(ctx, t, "enqueued", "its job was archived during a database outage")
 		return nil
 	}
@@ -502,7 +538,7 @@ func (p *pass) settleFailed(ctx context.Context, t chat.Turn, archived []Task) e
 		return err
 	}
 	if settled {
-		p.counts.Failed++
+		p.count(func(c *Counts) { c.Failed++ })
 		p.logAction(ctx, t, "settled failed", "its job was archived", slog.Int("retried", last.Retried),
 			slog.String("trace_id", trace), slog.String("last_error", cmp.Or(last.LastErr, "unknown")))
 	}

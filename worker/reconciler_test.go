@@ -306,6 +306,28 @@ func TestReconcileSweepsArchivedJobsNoTurnNeeds(t *testing.T) {
 	}
 }
 
+// TestReconcileEnqueuesManyLostJobsInOnePass: after a flush every queued
+// turn's job is gone; one pass enqueues them all (several at once).
+func TestReconcileEnqueuesManyLostJobsInOnePass(t *testing.T) {
+	t.Parallel()
+	e, turns, r, clk := rsetup(t, QueueConfig{})
+	const n = 300
+	for i := range n {
+		turns.add(chat.Turn{ID: fmt.Sprintf("t%03d", i), State: chat.StateQueued, CreatedAt: ago(clk, time.Minute)}, "")
+	}
+	start := time.Now()
+	if diff := gocmp.Diff(Counts{Checked: n, Enqueued: n}, reconcile(t, r)); diff != "" {
+		t.Errorf("counts (-want +got):\n%s", diff)
+	}
+	t.Logf("%d lost jobs enqueued in one pass in %v", n, time.Since(start).Round(time.Millisecond))
+	for i := range n {
+		id := fmt.Sprintf("t%03d", i)
+		if got := e.where(t, id); !slices.Equal(got, []string{id + "@turns:pending"}) {
+			t.Fatalf("jobs of %s: %v", id, got)
+		}
+	}
+}
+
 func TestReconcileSettlesArchivedJob(t *testing.T) {
 	t.Parallel()
 	e, turns, r, clk := rsetup(t, QueueConfig{MaxRetry: 1})
