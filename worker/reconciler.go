@@ -179,12 +179,19 @@ func (r *Reconciler) Start(ctx context.Context) error {
 func (r *Reconciler) loop(ctx context.Context) {
 	t := time.NewTicker(r.cfg.Interval)
 	defer t.Stop()
+	var followUp <-chan time.Time // a pass once the turns a kicked pass found too young are not
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-followUp:
+			followUp = nil
 		case <-r.kick:
+			// Turns asked just before Redis lost its data are younger than
+			// Grace now; they get their jobs one Grace later, not at the next
+			// Interval.
+			followUp = time.After(r.cfg.Grace + 100*time.Millisecond)
 		}
 		if _, err := r.ReconcileOnce(ctx); err != nil && ctx.Err() == nil {
 			r.log.WarnContext(ctx, "reconcile", slog.Any("err", err))
@@ -197,9 +204,9 @@ func (r *Reconciler) loop(ctx context.Context) {
 func (r *Reconciler) Stop() { r.lc.stop(nil, nil) }
 
 // Kick makes a started Reconciler pass at once (or right after the pass
-// that runs now) rather than at its next Interval: the heartbeat kicks it
-// when Redis lost its data, so that lost jobs are enqueued again within
-// moments. It never blocks.
+// that runs now), and again one Grace later, rather than at its next
+// Interval: the heartbeat kicks it when Redis lost its data, so that lost
+// jobs are enqueued again within moments. It never blocks.
 func (r *Reconciler) Kick() {
 	select {
 	case r.kick <- struct{}{}:

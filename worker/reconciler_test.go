@@ -282,6 +282,21 @@ func TestKickReconcilesAtOnce(t *testing.T) {
 	r.Kick()
 	eventually(t, time.Second, "lost job enqueued", func() bool { return slices.Equal(e.where(t, "t1"), []string{"t1@turns:pending"}) })
 	t.Logf("lost job enqueued %v after the kick", time.Since(start).Round(time.Millisecond))
+
+	// A turn too young for the kicked pass gets its job one Grace later,
+	// not at the next Interval (an hour).
+	r.Stop()
+	r2, err := NewReconciler(turns, e.queue, e.hosts, ReconcilerConfig{Interval: time.Hour, Grace: 300 * time.Millisecond, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r2.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Stop()
+	turns.add(chat.Turn{ID: "young", State: chat.StateQueued, CreatedAt: time.Now()}, "")
+	r2.Kick()
+	eventually(t, 2*time.Second, "young turn's lost job enqueued", func() bool { return slices.Equal(e.where(t, "young"), []string{"young@turns:pending"}) })
 }
 
 // TestReconcileSweepsArchivedJobsNoTurnNeeds: an archived job whose turn is
