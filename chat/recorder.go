@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,8 +26,9 @@ type recorder struct {
 	pending []Event
 	feed    []FeedEvent // the feed's news of the turn, sent with the next events
 	fenced  bool
-	text    *mask.Stream // masks the text deltas of the current stretch
-	timer   *time.Timer  // stores batched text deltas
+	text    *mask.Stream    // masks the text deltas of the current stretch
+	timer   *time.Timer     // stores batched text deltas
+	notes   map[string]bool // note lines already emitted: each is shown once
 }
 
 // newRecorder returns the recorder of the run of turnID holding fence,
@@ -72,6 +74,11 @@ func (r *recorder) emit(ctx context.Context, e Event) {
 		}
 		return
 	}
+	if e.Type == EventNote {
+		if e.Text = r.newNoteLines(e.Text); e.Text == "" {
+			return // said already
+		}
+	}
 	r.endText(e.At)
 	m := r.s.masker
 	e.Text, e.Summary, e.Message = m.String(e.Text), m.String(e.Summary), m.String(e.Message)
@@ -89,6 +96,25 @@ func (r *recorder) emit(ctx context.Context, e Event) {
 		return
 	}
 	r.flushLocked(ctx)
+}
+
+// newNoteLines returns the lines of a note not emitted before in this run,
+// and remembers them: the final note repeats what the run said along the
+// way (a seeded session's reason), and a client should read each once. The
+// caller holds r.mu.
+func (r *recorder) newNoteLines(note string) string {
+	if r.notes == nil {
+		r.notes = map[string]bool{}
+	}
+	var fresh []string
+	for _, line := range strings.Split(note, "\n") {
+		if strings.TrimSpace(line) == "" || r.notes[line] {
+			continue
+		}
+		r.notes[line] = true
+		fresh = append(fresh, line)
+	}
+	return strings.Join(fresh, "\n")
 }
 
 // flushSoon stores the pending events within textFlushDelay, unless

@@ -215,7 +215,12 @@ func (r *run) execute(ctx context.Context) (Outcome, error) {
 	for attempt := 0; ; attempt++ {
 		req.MaxCalls = s.cfg.MaxCalls - usage.Calls
 		req.MaxTokens = s.cfg.MaxTokens - usage.InputTokens - usage.OutputTokens
-		res, err := p.backend.Run(tctx, req, func(e Event) { r.rec.emit(tctx, e) })
+		res, err := p.backend.Run(tctx, req, func(e Event) {
+			if e.Type == EventUsage {
+				return // the turn's usage is reported once, its total, when it settles
+			}
+			r.rec.emit(tctx, e)
+		})
 		usage.Add(res.Usage)
 		sessionID = cmp.Or(res.SessionID, sessionID)
 		p.model = cmp.Or(res.Model, p.model)

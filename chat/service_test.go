@@ -3,6 +3,7 @@ package chat_test
 import (
 	"context"
 	"sync"
+	"strings"
 	"testing"
 	"time"
 
@@ -286,5 +287,57 @@ func TestSoleWorkerRoutesEveryTurnToTheSharedQueue(t *testing.T) {
 		if hosts.checks != wantChecks {
 			t.Errorf("sole=%v: %d liveness checks, want %d", sole, hosts.checks, wantChecks)
 		}
+	}
+}
+
+// TestUsageAndNotesOnce: a turn's transcript reports its usage once, the
+// total, however many usage events the agent reports, and each note line
+// once, though the final note repeats the seeded session's reason.
+func TestUsageAndNotesOnce(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	in1, in2, out := int64(100), int64(50), int64(7)
+	f.scripted.Push(scripted.Step{
+		Events: []chat.Event{
+			{Type: chat.EventUsage, InputTokens: &in1, OutputTokens: &out},
+			{Type: chat.EventUsage, InputTokens: &in2, OutputTokens: &out},
+		},
+		Answer: answer("A does nothing."),
+		Usage:  chat.Usage{InputTokens: 150, OutputTokens: 14, Calls: 2},
+	})
+	if err := f.services[0].Run(ctx, f.turn, "w1/a"); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := f.services[0].Transcript(ctx, f.conv, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var usages []chat.Event
+	notes := map[string]int{}
+	for _, e := range evs {
+		switch e.Type {
+		case chat.EventUsage:
+			usages = append(usages, e)
+		case chat.EventNote:
+			for _, line := range strings.Split(e.Text, "\n") {
+				notes[line]++
+			}
+		}
+	}
+	if len(usages) != 1 || *usages[0].InputTokens != 150 || *usages[0].OutputTokens != 14 {
+		t.Errorf("usage events = %+v, want one with the total 150/14", usages)
+	}
+	if len(notes) == 0 {
+		t.Fatal("a seeded turn has no note")
+	}
+	for line, n := range notes {
+		if n != 1 {
+			t.Errorf("note line %q appears %d times", line, n)
+		}
+	}
+	turn, _ := f.store.Turn(ctx, f.conv, 1)
+	if turn.Note == "" {
+		t.Error("the turn's stored note is empty: only the events drop repeats")
 	}
 }
