@@ -2,8 +2,8 @@ package chat_test
 
 import (
 	"context"
-	"sync"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
