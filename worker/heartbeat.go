@@ -12,14 +12,17 @@ import (
 )
 
 // defaultHeartbeatTTL is the default of HeartbeatConfig.TTL and HostsConfig.TTL.
-const defaultHeartbeatTTL = 15 * time.Second
+// Nine seconds (a beat every three) lets the reconciler, passing every 5s,
+// hand a crashed worker's turns on within 15s of the crash, while a worker
+// must miss three beats in a row to be taken for dead.
+const defaultHeartbeatTTL = 9 * time.Second
 
 // HeartbeatConfig configures a Heartbeat.
 type HeartbeatConfig struct {
 	// Identity is the worker run that beats. Required.
 	Identity Identity
 	// TTL is how long one beat keeps the worker alive: a worker that stops
-	// beating counts as dead this long after its last beat. Default 15s.
+	// beating counts as dead this long after its last beat. Default 9s.
 	TTL time.Duration
 	// Interval is the time between beats. Default TTL/3; at most TTL/2.
 	Interval time.Duration

@@ -41,7 +41,7 @@ const seenAliveFor = time.Second
 type HostsConfig struct {
 	// TTL is the workers' heartbeat TTL (HeartbeatConfig.TTL): a runner of
 	// which Redis knows nothing (a flush took its keys) is declared dead
-	// only once this Hosts has found it missing for that long. Default 15s.
+	// only once this Hosts has found it missing for that long. Default 9s.
 	TTL time.Duration
 	// Now tells the time. Default time.Now.
 	Now func() time.Time
