@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -284,4 +285,31 @@ func (s *Service) underRoots(path string) error {
 		}
 	}
 	return Errorf(CodeInvalid, "run_dir %s is not under a repository root of this server (PRCHAT_REPOS_ROOTS)", path)
+}
+
+// ParseRate reads a rate as settings write it: N/s, N/m or N/h (or N/<duration> such as N/10s); 0 is
+// no limit.
+func ParseRate(v string) (Rate, error) {
+	if v == "0" || v == "" {
+		return Rate{}, nil
+	}
+	n, per, ok := strings.Cut(v, "/")
+	count, err := strconv.Atoi(n)
+	if !ok || err != nil || count < 0 {
+		return Rate{}, fmt.Errorf("not a rate such as 60/m: %q", v)
+	}
+	var d time.Duration
+	switch per {
+	case "s":
+		d = time.Second
+	case "m":
+		d = time.Minute
+	case "h":
+		d = time.Hour
+	default:
+		if d, err = time.ParseDuration(per); err != nil || d <= 0 {
+			return Rate{}, fmt.Errorf("not a rate such as 60/m: %q", v)
+		}
+	}
+	return Rate{Count: count, Per: d}, nil
 }

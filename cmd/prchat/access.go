@@ -8,8 +8,6 @@ import (
 	"net"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/prchat/prchat/chat"
 )
@@ -40,40 +38,13 @@ func boolean(p func(*Config) *bool) func(*Config, string) error {
 
 func rateSetting(p func(*Config) *chat.Rate) func(*Config, string) error {
 	return func(c *Config, v string) error {
-		r, err := parseRate(v)
+		r, err := chat.ParseRate(v)
 		if err != nil {
 			return err
 		}
 		*p(c) = r
 		return nil
 	}
-}
-
-// parseRate reads N/s, N/m or N/h (or N/<duration> such as N/10s); 0 is
-// no limit.
-func parseRate(v string) (chat.Rate, error) {
-	if v == "0" || v == "" {
-		return chat.Rate{}, nil
-	}
-	n, per, ok := strings.Cut(v, "/")
-	count, err := strconv.Atoi(n)
-	if !ok || err != nil || count < 0 {
-		return chat.Rate{}, fmt.Errorf("not a rate such as 60/m: %q", v)
-	}
-	var d time.Duration
-	switch per {
-	case "s":
-		d = time.Second
-	case "m":
-		d = time.Minute
-	case "h":
-		d = time.Hour
-	default:
-		if d, err = time.ParseDuration(per); err != nil || d <= 0 {
-			return chat.Rate{}, fmt.Errorf("not a rate such as 60/m: %q", v)
-		}
-	}
-	return chat.Rate{Count: count, Per: d}, nil
 }
 
 // roots returns PRCHAT_REPOS_ROOTS as absolute folders.

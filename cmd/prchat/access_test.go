@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -188,25 +187,6 @@ func TestLoopback(t *testing.T) {
 	} {
 		if got := loopback(addr); got != want {
 			t.Errorf("loopback(%q) = %v, want %v", addr, got, want)
-		}
-	}
-}
-
-func TestParseRate(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string]string{"50/s": "50/1s", "120/m": "120/1m0s", "5/h": "5/1h0m0s", "3/10s": "3/10s", "0": "0/0s"} {
-		r, err := parseRate(in)
-		if err != nil {
-			t.Errorf("parseRate(%q): %v", in, err)
-			continue
-		}
-		if got := strconv.Itoa(r.Count) + "/" + r.Per.String(); got != want {
-			t.Errorf("parseRate(%q) = %s, want %s", in, got, want)
-		}
-	}
-	for _, bad := range []string{"fast", "5", "5/week", "-1/s", "x/s"} {
-		if _, err := parseRate(bad); err == nil {
-			t.Errorf("parseRate(%q) took it", bad)
 		}
 	}
 }

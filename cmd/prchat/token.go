@@ -3,127 +3,27 @@ package main
 import (
 	"cmp"
 	"context"
-	"flag"
-	"fmt"
+	"errors"
 	"io"
 	"log/slog"
-	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/cmd/prchat/tokens"
 )
 
-const tokenUsage = `Usage:
-  prchat token create --name NAME --scope read|ask|admin [--repo owner/name]...
-  prchat token list
-  prchat token revoke ID
-
-Works on the database directly (PRCHAT_DATABASE_URL, or the embedded SQLite
-in PRCHAT_DATA_DIR), so the first admin token can be made before the daemon
-runs or while it runs; a running daemon enforces it within a second.
-create prints the token once, on standard output; only its hash is stored.
-`
-
-// repoFlags collects repeated --repo values.
-type repoFlags []string
-
-func (r *repoFlags) String() string     { return strings.Join(*r, ",") }
-func (r *repoFlags) Set(v string) error { *r = append(*r, v); return nil }
-
-// runToken makes, lists and revokes API tokens.
+// runToken is `prchat token`, on the daemon's database.
 func runToken(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, tokenUsage)
-		return usageError{"a token subcommand is required: create, list or revoke"}
-	}
-	sub, rest := args[0], args[1:]
-	fs := flag.NewFlagSet("prchat token "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	dataDir := fs.String("data-dir", cmp.Or(getenv("PRCHAT_DATA_DIR"), defaultDataDir()), "data directory of the embedded database (PRCHAT_DATA_DIR)")
-	dbURL := fs.String("database-url", getenv("PRCHAT_DATABASE_URL"), "Postgres URL; empty: the embedded SQLite (PRCHAT_DATABASE_URL)")
-	var name, scope string
-	var repos repoFlags
-	if sub == "create" {
-		fs.StringVar(&name, "name", "", "what the token is for (required)")
-		fs.StringVar(&scope, "scope", "", "read, ask or admin (required)")
-		fs.Var(&repos, "repo", "limit the token to this repository (owner/name); repeat for more")
-	}
-	fs.Usage = func() { fmt.Fprint(stderr, tokenUsage); fs.PrintDefaults() }
-	switch sub {
-	case "create", "list", "revoke":
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, tokenUsage)
-		return nil
-	default:
-		fmt.Fprint(stderr, tokenUsage)
-		return usageError{fmt.Sprintf("unknown token subcommand %q", sub)}
-	}
-	if err := fs.Parse(rest); err != nil {
-		return err
-	}
-	var id string
-	switch {
-	case sub == "create" && (name == "" || scope == ""):
-		fs.Usage()
-		return usageError{"--name and --scope are required"}
-	case sub == "revoke" && fs.NArg() != 1:
-		return usageError{"give the id of the token to revoke (prchat token list shows them)"}
-	case sub == "revoke":
-		id = fs.Arg(0)
-	case fs.NArg() > 0:
-		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
-	}
-
-	st, err := openStore(ctx, Config{DatabaseURL: *dbURL, DataDir: *dataDir}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	access, err := chat.NewAccess(chat.AccessConfig{}, st)
-	if err != nil {
-		return err
-	}
-	switch sub {
-	case "create":
-		t, value, err := access.CreateToken(ctx, name, chat.Scope(scope), repos)
+	def := tokens.Defaults{DataDir: cmp.Or(getenv("PRCHAT_DATA_DIR"), defaultDataDir()), DatabaseURL: getenv("PRCHAT_DATABASE_URL")}
+	open := func(ctx context.Context, dbURL, dataDir string) (chat.TokenStore, func(), error) {
+		st, err := openStore(ctx, Config{DatabaseURL: dbURL, DataDir: dataDir}, slog.New(slog.DiscardHandler))
 		if err != nil {
-			return fmt.Errorf("%s", chat.ErrorMessage(err))
+			return nil, nil, err
 		}
-		fmt.Fprintln(stdout, value)
-		fmt.Fprintf(stderr, "made token %s (%s, scope %s%s); it is shown this once: keep it now\n", t.ID, t.Name, t.Scope, repoNote(t.Repos))
-	case "list":
-		ts, err := access.Tokens(ctx)
-		if err != nil {
-			return err
-		}
-		w := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "ID\tNAME\tSCOPE\tREPOSITORIES\tCREATED\tLAST USED\tREVOKED")
-		for _, t := range ts {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.Scope, cmp.Or(strings.Join(t.Repos, ","), "all"),
-				t.CreatedAt.Format(time.RFC3339), when(t.LastUsedAt), when(t.RevokedAt))
-		}
-		return w.Flush()
-	case "revoke":
-		t, err := access.RevokeToken(ctx, id)
-		if err != nil {
-			return fmt.Errorf("%s", chat.ErrorMessage(err))
-		}
-		fmt.Fprintf(stdout, "revoked token %s (%s)\n", t.ID, t.Name)
+		return st, func() { _ = st.Close() }, nil
 	}
-	return nil
-}
-
-func repoNote(repos []string) string {
-	if len(repos) == 0 {
-		return ", every repository"
+	err := tokens.Run(ctx, args, def, open, stdout, stderr)
+	if ue := (tokens.UsageError{}); errors.As(err, &ue) {
+		return usageError{ue.Msg}
 	}
-	return ", only " + strings.Join(repos, ", ")
-}
-
-func when(t *time.Time) string {
-	if t == nil {
-		return "-"
-	}
-	return t.Format(time.RFC3339)
+	return err
 }
