@@ -147,13 +147,6 @@ func (c *client) record(where string, status int, body []byte) {
 	}
 }
 
-// status returns how many responses had status s so far.
-func (c *client) status(s int) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.statuses[s]
-}
-
 // sseFrame is one thing an SSE stream sent: an event (id, event, data), a
 // retry field, or a comment.
 type sseFrame struct {

@@ -281,24 +281,6 @@ func (c *cluster) apiURL() string {
 	return "http://" + c.apis[0].listen
 }
 
-// workerByKey returns the worker whose API key is key.
-func (c *cluster) workerByKey(key string) *proc {
-	for _, w := range c.workers {
-		if w.key == key {
-			return w
-		}
-	}
-	return nil
-}
-
-// other returns the worker that is not w.
-func (c *cluster) other(w *proc) *proc {
-	if c.workers[0] == w {
-		return c.workers[1]
-	}
-	return c.workers[0]
-}
-
 // forbidden lists what no client may ever read: how to reach the
 // database and Redis, who prchat is to them, where its files and binary
 // are, the keys it holds.
@@ -307,7 +289,7 @@ func (c *cluster) forbidden() []string {
 		c.dbURL, lab.pg.url(""),
 		fmt.Sprintf("127.0.0.1:%d", lab.pg.port), fmt.Sprintf(":%d", lab.pg.port), fmt.Sprintf("port %d", lab.pg.port),
 		fmt.Sprintf("127.0.0.1:%d", c.redis.port), fmt.Sprintf(":%d", c.redis.port),
-		"postgres", "sslmode", "sqlstate", "pgx", "gorm", "dial tcp", "connection refused", "redis://",
+		"postgres", dbUser, "sslmode", "sqlstate", "pgx", "gorm", "dial tcp", "connection refused", "redis://",
 		"chaos_" + c.name, "chaos-secret-key", "sk-chaos-",
 		lab.bin, lab.pg.dir, c.dir,
 	}

@@ -97,12 +97,3 @@ func counts(m map[string]int) string {
 	}
 	return strings.Join(parts, ", ")
 }
-
-// pending reports whether a trial whose fix has not landed yet should be
-// skipped: PRCHAT_CHAOS_PENDING=1 runs it anyway.
-func pending(t *testing.T, missing string) {
-	t.Helper()
-	if os.Getenv("PRCHAT_CHAOS_PENDING") != "1" {
-		t.Skipf("pending: %s (PRCHAT_CHAOS_PENDING=1 runs it)", missing)
-	}
-}

@@ -79,6 +79,10 @@ func unprivileged() (*syscall.Credential, error) {
 	return nil, errors.New("running as root and there is no user postgres or nobody to run Postgres as")
 }
 
+// dbUser is the superuser of the suite's cluster: a name no client text
+// has any reason to hold.
+const dbUser = "chaos_dbadmin"
+
 // startPostgres makes a new cluster and starts it.
 func startPostgres() (*postgres, error) {
 	bin, err := findPostgresBin()
@@ -99,7 +103,7 @@ func startPostgres() (*postgres, error) {
 			return nil, err
 		}
 	}
-	initdb := p.command(filepath.Join(bin, "initdb"), "-D", p.data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync", "--no-instructions")
+	initdb := p.command(filepath.Join(bin, "initdb"), "-D", p.data, "-U", dbUser, "--auth=trust", "-E", "UTF8", "--no-sync", "--no-instructions")
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("initdb: %v\n%s", err, out)
 	}
@@ -138,7 +142,7 @@ func (p *postgres) start() error {
 	go func() { _ = cmd.Wait(); close(p.exited) }()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		conn, err := pgx.Connect(context.Background(), p.url("postgres"))
+		conn, err := pgx.Connect(context.Background(), p.url("postgres")) // the maintenance database
 		if err == nil {
 			_ = conn.Close(context.Background())
 			return nil
@@ -179,7 +183,7 @@ func (p *postgres) close() {
 
 // url returns the URL of database db.
 func (p *postgres) url(db string) string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", p.port, db)
+	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", dbUser, p.port, db)
 }
 
 // createDatabase makes a new database and returns its URL.

@@ -18,12 +18,12 @@ const (
 	outageAfter  = 10 * time.Second
 )
 
-// TestPostgresOutage stops the suite's Postgres for 10 s while clients ask
+// TestDatabaseOutage stops the suite's Postgres for 10 s while clients ask
 // 20 questions a second and poll the turns they were given. While it is
 // down the API must refuse with 503 unavailable (never 500), and every
 // question it accepted, before, during or after, must be answered once:
 // the workers wait the outage out instead of failing their turns.
-func TestPostgresOutage(t *testing.T) {
+func TestDatabaseOutage(t *testing.T) {
 	c := newCluster(t, "outage", clusterConfig{concurrency: 16})
 
 	type ask struct {
