@@ -2,7 +2,7 @@
 
 GO ?= go
 
-.PHONY: test test-bench build lint serve
+.PHONY: test test-bench test-chaos build lint serve
 
 # test runs every test: the embedded SQLite and Redis by default, the real
 # Postgres and Redis when PRCHAT_TEST_DATABASE_URL / PRCHAT_TEST_REDIS_URL are set.
@@ -14,13 +14,20 @@ test:
 test-bench:
 	PRCHAT_TEST_BENCH=1 $(GO) test -count=1 -timeout 10m -run '^TestBench$$' ./cmd/prchat
 
+# test-chaos runs the fault-injection suite (cmd/prchat/chaos): its own
+# Postgres and Redis, prchat processes it kills, stalls, stops and flushes.
+test-chaos:
+	$(GO) test -tags chaos -count=1 -timeout 15m -v ./cmd/prchat/chaos/...
+
 build:
 	$(GO) build -o bin/prchat ./cmd/prchat
 
 lint:
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))"
 	$(GO) vet ./...
+	$(GO) vet -tags chaos ./cmd/prchat/chaos/...
 	staticcheck ./...
+	staticcheck -tags chaos ./cmd/prchat/chaos/...
 
 serve:
 	$(GO) run ./cmd/prchat serve

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // client is the suite's HTTP client. It keeps a ledger of what clients
@@ -406,6 +408,33 @@ func (c *cluster) verify(t *testing.T, trial string, ts []*turn) {
 	}
 	for _, v := range c.http.takeViolations() {
 		t.Errorf("%s: %s", trial, v)
+	}
+	if n, err := c.pendingTurns(time.Now().Add(time.Minute)); err != nil {
+		t.Errorf("%s: count the pending turns: %v", trial, err)
+	} else if n > 0 {
+		t.Errorf("%s: %d turns no client was given are still queued or running a minute after the trial's turns settled", trial, n)
+	}
+}
+
+// pendingTurns waits, at most until deadline, until the cluster's database
+// holds no queued or running turn, and returns how many are left. It sees
+// the turns of asks whose answer never reached the client too.
+func (c *cluster) pendingTurns(deadline time.Time) (int, error) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, c.dbURL)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(ctx)
+	for {
+		var n int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM turns WHERE state IN ('queued', 'running')").Scan(&n); err != nil {
+			return 0, err
+		}
+		if n == 0 || time.Now().After(deadline) {
+			return n, nil
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }
 
