@@ -13,10 +13,11 @@ import (
 )
 
 // TestAPIStop stops (SIGTERM) one of two APIs while 20 SSE subscribers
-// follow 10 running turns through it. Each stream must end with the turn's
-// final event or a reconnect hint, never bare; each subscriber then
-// reconnects to the other API with Last-Event-ID and must get the rest of
-// its turn's events, nothing twice, ending with done.
+// follow 10 running turns through it and two follow the repository's feed.
+// Each stream must end with the turn's final event or a reconnect hint,
+// never bare (a feed, which has no final event: with a hint); each turn's
+// subscriber then reconnects to the other API with Last-Event-ID and must
+// get the rest of its turn's events, nothing twice, ending with done.
 func TestAPIStop(t *testing.T) {
 	c := newCluster(t, "apistop", clusterConfig{apis: 2, concurrency: 8})
 	ts := c.mustAsk(10, 6*time.Second)
@@ -48,7 +49,19 @@ func TestAPIStop(t *testing.T) {
 			})
 		})
 	}
-	ready.Wait() // every subscriber has had its first event
+	// Two dashboards follow the repository's feed, which has no final
+	// event: a stopping API owes them a reconnect hint.
+	feeds := make([][]sseFrame, 2)
+	for i := range feeds {
+		ready.Add(1)
+		wg.Go(func() {
+			once := sync.OnceFunc(ready.Done)
+			defer once()
+			url := fmt.Sprintf("http://%s/api/v1/repos/acme/chaos/events", api1.listen)
+			feeds[i], _ = c.http.stream(context.Background(), url, "", func(sseFrame) { once() })
+		})
+	}
+	ready.Wait() // every subscriber has had its first event (a feed: its first frame)
 	stopAt := time.Now()
 	api1.signal(syscall.SIGTERM)
 	exitAt, ok := api1.wait(30 * time.Second)
@@ -58,6 +71,13 @@ func TestAPIStop(t *testing.T) {
 	wg.Wait()
 
 	ended := map[string]int{}
+	for i, f := range feeds {
+		how := streamEnd(f)
+		ended["feed "+how]++
+		if how != "reconnect hint" {
+			t.Errorf("SIGTERM of api: feed stream %d closed without a reconnect hint (last frame %+v)", i+1, lastFrame(f))
+		}
+	}
 	for _, s := range subs {
 		how := streamEnd(s.first)
 		ended[how]++
@@ -94,8 +114,8 @@ func TestAPIStop(t *testing.T) {
 	}
 	c.settle(ts, time.Now().Add(time.Minute))
 	c.verify(t, "SIGTERM of api", ts)
-	figure(t, "SIGTERM of an api with %d SSE subscribers on running turns: streams ended by %s; SIGTERM → exit %s",
-		len(subs), counts(ended), exitAt.Sub(stopAt).Round(10*time.Millisecond))
+	figure(t, "SIGTERM of an api with %d SSE subscribers on running turns and %d on the repository feed: streams ended by %s; SIGTERM → exit %s",
+		len(subs), len(feeds), counts(ended), exitAt.Sub(stopAt).Round(10*time.Millisecond))
 }
 
 // streamEnd says how a stream cut by a stopping API ended: with the
