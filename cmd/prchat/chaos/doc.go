@@ -9,11 +9,14 @@
 // `prchat api` and two `prchat worker` processes against them. The workers
 // use the real openai backend, pointed at a fake chat-completions endpoint in
 // the test process that answers every turn with a valid answer after a
-// delay, so that turns are running when a fault hits.
+// delay, so that turns are running when a fault hits. The fake is the
+// suite's own (model_test.go), a few lines of the streaming protocol, so
+// that it depends on nothing but the protocol go-openai speaks.
 //
 // Its trials kill (SIGKILL), stall (SIGSTOP/SIGCONT) and stop (SIGTERM)
 // workers, stop the API under its SSE subscribers, flush Redis with turns
-// queued and running, and stop Postgres for 10 s under 20 asks a second.
+// queued and running, stop Postgres for 10 s under 20 asks a second, and
+// delete conversations whose turns run.
 // After each one it checks that every accepted question was settled once
 // (one done event, one stored answer, succeeded), that none is stuck, that
 // no request got a 500, and that no client-visible text (turn notes and
