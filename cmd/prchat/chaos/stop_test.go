@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -119,8 +120,9 @@ func TestAPIStop(t *testing.T) {
 }
 
 // streamEnd says how a stream cut by a stopping API ended: with the
-// turn's final event, with a reconnect hint (a retry field or a
-// "reconnect" event after the stream's first frame), or bare.
+// turn's final event, with a reconnect hint (a retry field, a
+// ": reconnect" comment or a "reconnect" event after the stream's first
+// frame), or bare.
 func streamEnd(frames []sseFrame) string {
 	evs := events(frames)
 	if ty := lastType(evs); ty == "done" || ty == "error" {
@@ -128,6 +130,9 @@ func streamEnd(frames []sseFrame) string {
 	}
 	for i := len(frames) - 1; i >= 1; i-- {
 		f := frames[i]
+		if f.Comment && strings.HasPrefix(f.Data, "reconnect") {
+			return "reconnect hint"
+		}
 		if f.Comment {
 			continue
 		}
