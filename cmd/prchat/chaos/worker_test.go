@@ -23,9 +23,8 @@ const (
 	// waveDelay is how long the model takes to answer a turn.
 	waveDelay = 4 * time.Second
 	// takeoverBound is the longest a crashed worker's turn may wait to be
-	// run again: the heartbeat's TTL (15 s) and a reconcile pass (5 s)
-	// with room for a loaded machine, far below asynq's own 60–120 s
-	// recovery.
+	// run again: the heartbeat's TTL and a reconcile pass with room for a
+	// loaded machine, far below asynq's own 60–120 s recovery.
 	takeoverBound = 40 * time.Second
 )
 
