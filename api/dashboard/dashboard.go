@@ -225,8 +225,14 @@ func (d *Dashboard) fail(c echo.Context, p page, err error) error {
 	switch chat.ErrorCode(err) {
 	case chat.CodeInvalid:
 		status = http.StatusBadRequest
+	case chat.CodeUnauthorized:
+		status = http.StatusUnauthorized
+	case chat.CodeForbidden:
+		status = http.StatusForbidden
 	case chat.CodeNotFound, chat.CodeRepositoryNotFound, chat.CodeNoReview:
 		status = http.StatusNotFound
+	case chat.CodeRateLimited:
+		status = http.StatusTooManyRequests
 	case chat.CodeUnavailable:
 		status = http.StatusServiceUnavailable
 	}
