@@ -70,8 +70,12 @@ type Store interface {
 	FinishTurn(ctx context.Context, turnID string, fence int64, o Outcome) error
 	// SettleTurn settles a pending turn whoever holds it (cancel, reconciler)
 	// and takes a fresh fence so that no run can store into it any more. It
-	// returns the settled turn with that fence, or ErrSettled.
-	SettleTurn(ctx context.Context, turnID string, state State, reason Reason, note string) (Turn, error)
+	// numbers events (the final ones, their Seq unset) after the turn's last
+	// stored event and stores them in the same transaction, so that a
+	// settled turn is never read without its final event. It returns the
+	// settled turn with that fence and its LastSeq the Seq of the last of
+	// events, or ErrSettled.
+	SettleTurn(ctx context.Context, turnID string, state State, reason Reason, note string, events []Event) (Turn, error)
 	// Events returns the stored events of a turn with Seq > after, in order.
 	Events(ctx context.Context, turnID string, after int64) ([]Event, error)
 

@@ -573,25 +573,22 @@ func (s *Service) DeleteConversation(ctx context.Context, id string) error {
 }
 
 // Settle settles a pending turn whoever runs it (cancel, reconciler) and
-// stores and sends its final events. It returns ErrSettled if the turn was
-// already final.
+// stores and sends its final events, stored with the settle itself. It
+// returns ErrSettled if the turn was already final.
 func (s *Service) Settle(ctx context.Context, turnID string, state State, reason Reason, note string) error {
 	note = s.masker.String(note)
-	t, err := s.store.SettleTurn(ctx, turnID, state, reason, note)
-	if err != nil {
-		return err
-	}
 	now := s.now()
 	evs := []Event{{Type: EventState, State: state, At: now}}
 	if note != "" {
 		evs = append(evs, Event{Type: EventNote, Text: note, At: now})
 	}
 	evs = append(evs, Event{Type: EventError, Message: cmp.Or(note, string(reason)), Reason: reason, At: now})
-	for i := range evs {
-		evs[i].Seq = t.LastSeq + int64(i) + 1
+	t, err := s.store.SettleTurn(ctx, turnID, state, reason, note, evs)
+	if err != nil {
+		return err
 	}
-	if err := s.store.AppendEvents(ctx, turnID, t.Fence, evs); err != nil {
-		return fmt.Errorf("settle turn %s: store events: %w", turnID, err)
+	for i := range evs {
+		evs[i].Seq = t.LastSeq - int64(len(evs)-i) + 1
 	}
 	var feed []FeedEvent
 	if s.publisher != nil {

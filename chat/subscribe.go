@@ -15,7 +15,10 @@ const pollInterval = 15 * time.Second
 // Subscribe returns a turn's events with Seq > after, in order and each
 // once: the stored ones first, then the live ones as the worker emits them.
 // The channel closes after the final event (done or error), or when ctx
-// ends. A turn that settled before the call still gets its whole stream.
+// ends. A turn that settled before the call still gets its whole stream;
+// for a settled turn whose final event is at or before after (the client
+// reconnects having had it) the channel closes with no event: nothing is
+// sent twice.
 func (s *Service) Subscribe(ctx context.Context, conversationID string, number int, after int64) (<-chan Event, error) {
 	if err := s.seeConversation(ctx, conversationID); err != nil {
 		return nil, err
@@ -111,9 +114,11 @@ func (sub *subscription) run(ctx context.Context) error {
 	return nil
 }
 
-// catchUp sends the stored events after the last one sent. A turn that is
-// settled but whose final event was never stored (its settler died in
-// between) gets one made from the turn.
+// catchUp sends the stored events after the last one sent. A settled turn
+// has its final event stored with the settle (FinishTurn, SettleTurn), as
+// its last event: once that is sent, or when the subscriber already had it
+// (it reconnected with the final event's id), the subscription ends
+// without sending anything more.
 func (sub *subscription) catchUp(ctx context.Context) error {
 	s := sub.s
 	evs, err := s.store.Events(ctx, sub.turn.ID, sub.last)
@@ -132,14 +137,13 @@ func (sub *subscription) catchUp(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read turn %s: %w", sub.turn.ID, err)
 	}
-	if !t.State.Final() || t.LastSeq > sub.last {
-		return nil
+	// Settled with no event after the last one sent: the subscriber has
+	// the final event already. (A turn settled after the events were read
+	// has a LastSeq past it: the next catch-up or the live follow sends
+	// its events.)
+	if t.State.Final() && t.LastSeq <= sub.last {
+		sub.done = true
 	}
-	e := Event{Seq: sub.last + 1, Type: EventError, Message: t.Note, Reason: t.Reason, At: s.now()}
-	if t.State == StateSucceeded {
-		e = Event{Seq: sub.last + 1, Type: EventDone, ConversationID: t.ConversationID, Turn: t.Number, Answer: t.Answer, At: s.now()}
-	}
-	sub.send(ctx, e)
 	return nil
 }
 

@@ -2,9 +2,13 @@ package chat_test
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/prchat/prchat/agentsession"
 	"github.com/prchat/prchat/agentsession/agentsessiontest"
@@ -54,6 +58,7 @@ type waitFixture struct {
 	other    *chat.Service
 	store    *countingStore
 	follower *hookedFollower
+	deps     chat.Deps // other's
 	conv     string
 	turnID   string
 }
@@ -90,6 +95,7 @@ func setupWait(t *testing.T, follow bool) *waitFixture {
 	if f.other, err = chat.NewService(chat.Config{AnyPath: true}, deps); err != nil {
 		t.Fatal(err)
 	}
+	f.deps = deps
 	ctx := context.Background()
 	repo := agentsessiontest.NewRepo(t, map[string]string{"a.go": "package a\n"})
 	if _, _, err := f.svc.RegisterRepository(ctx, repo.Repository("acme/a")); err != nil {
@@ -159,7 +165,7 @@ func TestWaitTurnSeesASettleBeforeItFollows(t *testing.T) {
 	f := setupWait(t, true)
 	f.follower.onFollow = func() {
 		// Settle in the store alone: no event is published.
-		if _, err := f.store.SettleTurn(context.Background(), f.turnID, chat.StateCancelled, chat.ReasonCancelled, "gone"); err != nil {
+		if _, err := f.store.SettleTurn(context.Background(), f.turnID, chat.StateCancelled, chat.ReasonCancelled, "gone", nil); err != nil {
 			t.Error(err)
 		}
 	}
@@ -190,6 +196,139 @@ func TestWaitTurnEndsWithTheWait(t *testing.T) {
 		}
 		if got := <-res; got.err != nil || got.turn.State != chat.StateCancelled {
 			t.Fatalf("follow %v: WaitTurn = %v, %v; want cancelled", follow, got.turn.State, got.err)
+		}
+	}
+}
+
+// settleHookStore is the real store, with a hook run as soon as a settle
+// is committed, before its caller goes on.
+type settleHookStore struct {
+	chat.Store
+	onSettled func()
+}
+
+func (s *settleHookStore) SettleTurn(ctx context.Context, turnID string, state chat.State, reason chat.Reason, note string, events []chat.Event) (chat.Turn, error) {
+	t, err := s.Store.SettleTurn(ctx, turnID, state, reason, note, events)
+	if err == nil && s.onSettled != nil {
+		s.onSettled()
+	}
+	return t, err
+}
+
+// collect reads a subscription to its end.
+func collect(t *testing.T, ch <-chan chat.Event) []chat.Event {
+	t.Helper()
+	var got []chat.Event
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case e, ok := <-ch:
+			if !ok {
+				return got
+			}
+			got = append(got, e)
+		case <-timeout:
+			t.Fatalf("subscription did not end; got %d events", len(got))
+		}
+	}
+}
+
+// seqTypes is each event as "seq:type".
+func seqTypes(evs []chat.Event) []string {
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = fmt.Sprintf("%d:%s", e.Seq, e.Type)
+	}
+	return out
+}
+
+// TestSubscribeRightAfterASettle: a client that subscribes the moment a
+// settle is committed, before the settler goes on, gets the turn's stored
+// final events (the settle stored them with the state), not an event made
+// up in their stead; and a client that reconnects with the final event's
+// id gets nothing more, its stream ends at once.
+func TestSubscribeRightAfterASettle(t *testing.T) {
+	t.Parallel()
+	f := setupWait(t, true)
+	hooked := &settleHookStore{Store: f.deps.Store}
+	deps := f.deps
+	deps.Store = hooked
+	settler, err := chat.NewService(chat.Config{AnyPath: true}, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var early []chat.Event
+	hooked.onSettled = func() {
+		ch, err := f.svc.Subscribe(ctx, f.conv, 1, 0)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		early = collect(t, ch)
+	}
+	if _, err := settler.Cancel(ctx, f.conv, 1); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := f.svc.Transcript(ctx, f.conv, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stored) == 0 || stored[len(stored)-1].Type != chat.EventError {
+		t.Fatalf("stored events %v, want them to end with error", seqTypes(stored))
+	}
+	if diff := cmp.Diff(seqTypes(stored), seqTypes(early)); diff != "" {
+		t.Errorf("a subscriber right after the settle (-stored +got):\n%s", diff)
+	}
+	last := stored[len(stored)-1].Seq
+	ch, err := f.svc.Subscribe(ctx, f.conv, 1, last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again := collect(t, ch); len(again) != 0 {
+		t.Errorf("reconnecting after the final event got %v, want nothing", seqTypes(again))
+	}
+}
+
+// TestSubscribeWhileSettling: subscribers that join while another process
+// cancels the turn, many times over, each get exactly the stored events.
+func TestSubscribeWhileSettling(t *testing.T) {
+	t.Parallel()
+	f := setupWait(t, true)
+	ctx := context.Background()
+	for n := 1; n <= 30; n++ {
+		if n > 1 {
+			if _, err := f.svc.Continue(ctx, f.conv, chat.Ask{Question: "Again?"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		results := make(chan []chat.Event, 4)
+		var start sync.WaitGroup
+		start.Add(1)
+		for range cap(results) {
+			go func() {
+				start.Wait()
+				ch, err := f.svc.Subscribe(ctx, f.conv, n, 0)
+				if err != nil {
+					t.Error(err)
+					results <- nil
+					return
+				}
+				results <- collect(t, ch)
+			}()
+		}
+		start.Done()
+		if _, err := f.other.Cancel(ctx, f.conv, n); err != nil {
+			t.Fatal(err)
+		}
+		stored, err := f.svc.Transcript(ctx, f.conv, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range cap(results) {
+			if diff := cmp.Diff(seqTypes(stored), seqTypes(<-results)); diff != "" {
+				t.Fatalf("turn %d: a subscriber's events (-stored +got):\n%s", n, diff)
+			}
 		}
 	}
 }

@@ -328,7 +328,7 @@ func TestNotFound(t *testing.T) {
 				return s.FinishTurn(ctx, missing, 1, chat.Outcome{State: chat.StateSucceeded})
 			}, chat.CodeNotFound},
 			{"SettleTurn", func() error {
-				_, err := s.SettleTurn(ctx, missing, chat.StateCancelled, chat.ReasonCancelled, "")
+				_, err := s.SettleTurn(ctx, missing, chat.StateCancelled, chat.ReasonCancelled, "", nil)
 				return err
 			}, chat.CodeNotFound},
 			{"Events", func() error { _, err := s.Events(ctx, missing, 0); return err }, chat.CodeNotFound},
@@ -415,7 +415,7 @@ func TestTurnsInOrderAndUpdatedAt(t *testing.T) {
 		want := []chat.Turn{first}
 		last := first
 		for i := 2; i <= 4; i++ {
-			if _, err := s.SettleTurn(ctx, last.ID, chat.StateCancelled, chat.ReasonCancelled, ""); err != nil {
+			if _, err := s.SettleTurn(ctx, last.ID, chat.StateCancelled, chat.ReasonCancelled, "", nil); err != nil {
 				t.Fatal(err)
 			}
 			next := chat.Turn{ConversationID: c.ID, Question: fmt.Sprint("question ", i), Provider: chat.BackendOpenAI}
@@ -460,7 +460,7 @@ func TestBusyRule(t *testing.T) {
 		err = s.AddTurn(ctx, &chat.Turn{ConversationID: c.ID, Question: "another"})
 		wantCode(t, err, chat.CodeBusy)
 
-		if _, err := s.SettleTurn(ctx, first.ID, chat.StateFailed, chat.ReasonTimeout, ""); err != nil {
+		if _, err := s.SettleTurn(ctx, first.ID, chat.StateFailed, chat.ReasonTimeout, "", nil); err != nil {
 			t.Fatal(err)
 		}
 		second := chat.Turn{ConversationID: c.ID, Question: "another"}
@@ -485,7 +485,7 @@ func TestBusyRuleRace(t *testing.T) {
 		ctx := t.Context()
 		f := setup(t, s)
 		c, first := f.converse(t)
-		if _, err := s.SettleTurn(ctx, first.ID, chat.StateCancelled, chat.ReasonCancelled, ""); err != nil {
+		if _, err := s.SettleTurn(ctx, first.ID, chat.StateCancelled, chat.ReasonCancelled, "", nil); err != nil {
 			t.Fatal(err)
 		}
 		const n = 8
@@ -737,7 +737,7 @@ func TestFinishTurn(t *testing.T) {
 		}
 
 		// Finished means settled.
-		_, err = s.SettleTurn(ctx, turn.ID, chat.StateCancelled, chat.ReasonCancelled, "")
+		_, err = s.SettleTurn(ctx, turn.ID, chat.StateCancelled, chat.ReasonCancelled, "", nil)
 		wantIs(t, err, chat.ErrSettled)
 		pending, err := s.PendingTurns(ctx)
 		if err != nil || len(pending) != 0 {
@@ -783,10 +783,10 @@ func TestSettleTurn(t *testing.T) {
 		c, turn := f.converse(t)
 		run := f.claim(t, turn.ID, "w1/1")
 
-		if _, err := s.SettleTurn(ctx, turn.ID, chat.StateQueued, "", ""); err == nil {
+		if _, err := s.SettleTurn(ctx, turn.ID, chat.StateQueued, "", "", nil); err == nil {
 			t.Fatal("SettleTurn to queued succeeded")
 		}
-		settled, err := s.SettleTurn(ctx, turn.ID, chat.StateInterrupted, chat.ReasonInterrupted, "The worker stopped.")
+		settled, err := s.SettleTurn(ctx, turn.ID, chat.StateInterrupted, chat.ReasonInterrupted, "The worker stopped.", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -814,8 +814,89 @@ func TestSettleTurn(t *testing.T) {
 		wantIs(t, s.FinishTurn(ctx, turn.ID, run.Fence, chat.Outcome{State: chat.StateSucceeded}), chat.ErrFenced)
 		_, err = s.ClaimTurn(ctx, turn.ID, "w1/2", nil)
 		wantIs(t, err, chat.ErrSettled)
-		_, err = s.SettleTurn(ctx, turn.ID, chat.StateCancelled, chat.ReasonCancelled, "")
+		_, err = s.SettleTurn(ctx, turn.ID, chat.StateCancelled, chat.ReasonCancelled, "", nil)
 		wantIs(t, err, chat.ErrSettled)
+	})
+}
+
+// TestSettleTurnStoresItsFinalEvents: the events given to SettleTurn are
+// numbered after the run's stored ones and stored with the settle; a
+// reader that sees the turn settled, read by read while it settles, sees
+// them too.
+func TestSettleTurnStoresItsFinalEvents(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		f := setup(t, s)
+		_, turn := f.converse(t)
+		run := f.claim(t, turn.ID, "w1/1")
+		if err := s.AppendEvents(ctx, turn.ID, run.Fence, []chat.Event{textEvent(1, "a"), textEvent(2, "b")}); err != nil {
+			t.Fatal(err)
+		}
+
+		// A reader that checks, over and over, that a settled turn has its
+		// final event as its last stored one.
+		stop := make(chan struct{})
+		checked := make(chan error, 1)
+		go func() {
+			for {
+				select {
+				case <-stop:
+					checked <- nil
+					return
+				default:
+				}
+				got, err := s.TurnByID(ctx, turn.ID)
+				if err != nil {
+					checked <- err
+					return
+				}
+				if !got.State.Final() {
+					continue
+				}
+				evs, err := s.Events(ctx, turn.ID, 0)
+				if err != nil {
+					checked <- err
+					return
+				}
+				if n := len(evs); n == 0 || !evs[n-1].Final() || evs[n-1].Seq != got.LastSeq {
+					checked <- fmt.Errorf("turn settled (last seq %d) with events %+v", got.LastSeq, evs)
+					return
+				}
+			}
+		}()
+		at := time.Date(2025, 1, 2, 3, 4, 6, 0, time.UTC)
+		final := []chat.Event{
+			{Type: chat.EventState, State: chat.StateCancelled, At: at},
+			{Type: chat.EventError, Message: "Cancelled.", Reason: chat.ReasonCancelled, At: at},
+		}
+		settled, err := s.SettleTurn(ctx, turn.ID, chat.StateCancelled, chat.ReasonCancelled, "Cancelled.", final)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond) // let the reader see the settled turn
+		close(stop)
+		if err := <-checked; err != nil {
+			t.Fatal(err)
+		}
+		if settled.LastSeq != 4 {
+			t.Errorf("settled turn's last seq %d, want 4", settled.LastSeq)
+		}
+		evs, err := s.Events(ctx, turn.ID, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []chat.Event{final[0], final[1]}
+		want[0].Seq, want[1].Seq = 3, 4
+		if diff := cmp.Diff(want, evs); diff != "" {
+			t.Errorf("final events (-want +stored):\n%s", diff)
+		}
+		// A settle that finds the turn final stores nothing.
+		_, err = s.SettleTurn(ctx, turn.ID, chat.StateFailed, chat.ReasonTimeout, "", final)
+		wantIs(t, err, chat.ErrSettled)
+		if evs, err := s.Events(ctx, turn.ID, 4); err != nil || len(evs) != 0 {
+			t.Errorf("a refused settle stored %v, %v", evs, err)
+		}
 	})
 }
 
@@ -828,7 +909,7 @@ func TestSettleTurnAddsToNote(t *testing.T) {
 		if err := s.DB().WithContext(ctx).Exec(`UPDATE turns SET note = ? WHERE id = ?`, "Seeded.", turn.ID).Error; err != nil {
 			t.Fatal(err)
 		}
-		settled, err := s.SettleTurn(ctx, turn.ID, chat.StateCancelled, chat.ReasonCancelled, "Cancelled by the user.")
+		settled, err := s.SettleTurn(ctx, turn.ID, chat.StateCancelled, chat.ReasonCancelled, "Cancelled by the user.", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -975,7 +1056,7 @@ func TestPendingTurnsAndQueue(t *testing.T) {
 			t.Fatal(err)
 		}
 		running := f.claim(t, turns[1].ID, "w1/1")
-		if _, err := s.SettleTurn(ctx, turns[2].ID, chat.StateCancelled, chat.ReasonCancelled, ""); err != nil {
+		if _, err := s.SettleTurn(ctx, turns[2].ID, chat.StateCancelled, chat.ReasonCancelled, "", nil); err != nil {
 			t.Fatal(err)
 		}
 		queued0, err := s.TurnByID(ctx, turns[0].ID)

@@ -326,16 +326,18 @@ SELECT conversation_id FROM t`)
 
 // SettleTurn settles a pending turn whoever holds it (cancel, reconciler)
 // and takes a fresh fence so that no run can store into it any more. note,
-// if not empty, is added to the turn's note on a line of its own. It
-// returns the settled turn with that fence, or ErrSettled for a turn already
-// final.
-func (s *Store) SettleTurn(ctx context.Context, turnID string, state chat.State, reason chat.Reason, note string) (chat.Turn, error) {
+// if not empty, is added to the turn's note on a line of its own. events,
+// the turn's final events, are numbered after the turn's last stored one
+// and stored in the same transaction, so that nobody reads the settled turn
+// without them. It returns the settled turn with that fence (its LastSeq
+// the Seq of the last of events), or ErrSettled for a turn already final.
+func (s *Store) SettleTurn(ctx context.Context, turnID string, state chat.State, reason chat.Reason, note string, events []chat.Event) (chat.Turn, error) {
 	if !state.Final() {
 		return chat.Turn{}, fmt.Errorf("settle turn %s: state %q is not final", turnID, state)
 	}
 	at := now()
-	set := `state = ?, reason = ?, finished_at = ?, fence = fence + 1`
-	args := []any{string(state), string(reason), at}
+	set := `state = ?, reason = ?, finished_at = ?, fence = fence + 1, last_seq = last_seq + ?`
+	args := []any{string(state), string(reason), at, len(events)}
 	if note != "" {
 		set += `, note = CASE WHEN note = '' THEN ? ELSE note || ? END`
 		args = append(args, note, "\n"+note)
@@ -343,6 +345,9 @@ func (s *Store) SettleTurn(ctx context.Context, turnID string, state chat.State,
 	args = append(args, turnID)
 	var rows []turnRow
 	err := s.transaction(ctx, func(tx *gorm.DB) error {
+		// The update locks the turn row (on Postgres) until commit: a run's
+		// AppendEvents waits for it and is then fenced off, or went first
+		// and its events are counted in last_seq.
 		if err := tx.Raw(`UPDATE turns SET `+set+` WHERE id = ? AND `+pending+` RETURNING *`, args...).
 			Scan(&rows).Error; err != nil {
 			return err
@@ -350,7 +355,19 @@ func (s *Store) SettleTurn(ctx context.Context, turnID string, state chat.State,
 		if len(rows) == 0 {
 			return errFenced
 		}
-		return tx.Exec(`UPDATE conversations SET updated_at = ? WHERE id = ?`, at, rows[0].ConversationID).Error
+		numbered := make([]chat.Event, len(events))
+		for i, e := range events {
+			e.Seq = rows[0].LastSeq - int64(len(events)-i) + 1
+			numbered[i] = e
+		}
+		evRows, _, err := newTurnEventRows(turnID, numbered, at)
+		if err != nil {
+			return err
+		}
+		if err := tx.Exec(`UPDATE conversations SET updated_at = ? WHERE id = ?`, at, rows[0].ConversationID).Error; err != nil {
+			return err
+		}
+		return insertEvents(tx, evRows)
 	})
 	if errors.Is(err, errFenced) {
 		if _, err := s.TurnByID(ctx, turnID); err != nil {
