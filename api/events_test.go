@@ -176,7 +176,8 @@ func TestSubscribeBeforeDuringAndAfter(t *testing.T) {
 
 // TestReconnectWithLastEventID: a client that drops mid-stream and
 // reconnects with Last-Event-ID (or ?last_event_id=) gets the rest, without
-// gap or duplicate.
+// gap or duplicate; one that reconnects with the final event's id (or a
+// later one) gets a stream that ends at once with no event.
 func TestReconnectWithLastEventID(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
@@ -207,6 +208,22 @@ func TestReconnectWithLastEventID(t *testing.T) {
 	byQuery := f.c.stream(t, fmt.Sprintf("/api/v1/conversations/%s/turns/1/events?last_event_id=%s", conv, lastID), "TurnEvent").all()
 	if diff := cmp.Diff(tail, byQuery); diff != "" {
 		t.Fatalf("?last_event_id differs from Last-Event-ID (-header +query):\n%s", diff)
+	}
+
+	// A client that reconnects with the final event's id (it had it, the
+	// connection dropped before it stopped reading) gets nothing twice: the
+	// stream ends at once, after its retry line, with no event.
+	final := full[len(full)-1]
+	for _, after := range []string{final.ID, strconv.FormatInt(final.Seq+5, 10)} {
+		s := f.subscribe(conv, 1, after)
+		start := time.Now()
+		if ev, ok := s.next(); ok {
+			t.Errorf("reconnecting after %s (final %s) got %+v, want no event", after, final.ID, ev)
+		}
+		if !s.retry || s.hint != "" {
+			t.Errorf("reconnecting after %s: retry line %v, hint %q; want the retry line alone", after, s.retry, s.hint)
+		}
+		t.Logf("the stream after %s ended in %v", after, time.Since(start).Round(time.Millisecond))
 	}
 }
 

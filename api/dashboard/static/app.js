@@ -28,14 +28,31 @@
 
   // ---- SSE over fetch -------------------------------------------------
 
+  // settledTurn returns turn n if it is settled, else null.
+  async function settledTurn(n) {
+    try {
+      const res = await fetch("/api/v1/conversations/" + encodeURIComponent(conversation) + "/turns/" + n, { credentials: "same-origin" });
+      if (!res.ok) return null;
+      const t = await res.json();
+      return ["succeeded", "failed", "cancelled", "interrupted"].includes(t.state) ? t : null;
+    } catch (e) {
+      return null;
+    }
+  }
+
   // follow streams a turn's events to onEvent until done or error,
-  // reconnecting with Last-Event-ID after a dropped connection.
+  // reconnecting with Last-Event-ID after a dropped connection. A stream
+  // that ends with neither (nor the server's reconnect hint) is a settled
+  // turn's when the turn reads settled: the server sends nothing twice to
+  // a client past the final event, so the turn ends here.
   async function follow(n, onEvent) {
     const url = "/api/v1/conversations/" + encodeURIComponent(conversation) + "/turns/" + n + "/events";
     let lastId = "";
     let retry = 3000;
     for (let attempt = 0; attempt < 50; attempt++) {
       let ended = false;
+      let hinted = false;
+      let closed = false;
       try {
         const h = { Accept: "text/event-stream" };
         if (lastId) h["Last-Event-ID"] = lastId;
@@ -48,7 +65,7 @@
         let buf = "";
         for (;;) {
           const { value, done } = await reader.read();
-          if (done) break;
+          if (done) { closed = true; break; }
           buf += value;
           let i;
           while ((i = buf.indexOf("\n\n")) >= 0) {
@@ -59,6 +76,7 @@
               if (line.startsWith("id:")) id = line.slice(3).trim();
               else if (line.startsWith("data:")) data += line.slice(5).trim();
               else if (line.startsWith("retry:")) retry = parseInt(line.slice(6), 10) || retry;
+              else if (line.startsWith(": reconnect")) hinted = true;
             }
             if (!data) continue;
             if (id) lastId = id;
@@ -75,6 +93,15 @@
         // dropped: reconnect below
       }
       if (ended) return;
+      if (closed && !hinted) {
+        const t = await settledTurn(n);
+        if (t) {
+          onEvent(t.state === "succeeded"
+            ? { type: "done", conversation_id: conversation, turn: t.number, answer: t.answer }
+            : { type: "error", message: t.note || t.reason, reason: t.reason });
+          return;
+        }
+      }
       await new Promise(function (r) { setTimeout(r, Math.min(retry, 3000)); });
     }
     onEvent({ type: "error", message: "Lost the connection to the server." });

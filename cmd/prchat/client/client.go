@@ -116,6 +116,12 @@ const maxHintedReconnects = 50
 // serves the rest).
 var errReconnect = errors.New("the server asked to reconnect")
 
+// errEndedEarly is what follow returns for a stream that the server ended
+// with neither a final event nor the reconnect hint: it broke, or the
+// client had the turn's final event already (the server then sends
+// nothing twice). Stream tells the two apart by reading the turn.
+var errEndedEarly = errors.New("the event stream ended early")
+
 // Stream follows the events of turn n of conversation conv, showing them
 // on sp, reconnecting with Last-Event-ID when the connection drops or the
 // server, stopping, asks for it. It returns the settled turn.
@@ -131,6 +137,16 @@ func (c *Client) Stream(ctx context.Context, conv string, n int, sp *Progress) (
 		}
 		if ctx.Err() != nil {
 			return chat.Turn{}, ctx.Err()
+		}
+		if errors.Is(err, errEndedEarly) {
+			// A settled turn has nothing more to send: its stream ends at
+			// once for a client past the final event.
+			var t chat.Turn
+			path := fmt.Sprintf("/api/v1/conversations/%s/turns/%d", url.PathEscape(conv), n)
+			if c.Do(ctx, "GET", path, nil, &t) == nil && t.State.Final() {
+				sp.clear()
+				return t, nil
+			}
 		}
 		if errors.Is(err, errReconnect) && hinted < maxHintedReconnects {
 			// Not a failure: wait as the server said and start over.
@@ -210,7 +226,7 @@ func (c *Client) follow(ctx context.Context, conv string, n int, last *string, r
 	if err := sc.Err(); err != nil {
 		return false, err
 	}
-	return false, errors.New("the event stream ended early")
+	return false, errEndedEarly
 }
 
 // Progress shows what the agent is doing on one line of a terminal (or a

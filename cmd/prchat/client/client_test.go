@@ -120,3 +120,51 @@ func TestStreamFollowsTheReconnectHint(t *testing.T) {
 		t.Errorf("took %v: the 10ms retry was not followed", took)
 	}
 }
+
+// TestStreamEndsAtASettledTurnsEmptyStream: a stream that ends with no
+// final event and no reconnect hint is a settled turn's (the server sends
+// nothing twice to a client past the final event) when the turn reads
+// settled: Stream returns that turn at once instead of reconnecting until
+// it gives up; while the turn is pending it reconnects as before.
+func TestStreamEndsAtASettledTurnsEmptyStream(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var lastIDs []string
+	settled := false
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !strings.HasSuffix(r.URL.Path, "/events") {
+			w.Header().Set("Content-Type", "application/json")
+			state := "running"
+			if settled {
+				state = "failed"
+			}
+			fmt.Fprintf(w, `{"state":%q,"note":"boom"}`, state)
+			return
+		}
+		lastIDs = append(lastIDs, r.Header.Get("Last-Event-ID"))
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "retry: 3000\n\n")
+		if len(lastIDs) == 1 {
+			// The connection breaks after one event; the turn is pending.
+			fmt.Fprint(w, "id: 1\nevent: data\ndata: {\"type\":\"state\",\"seq\":1,\"state\":\"running\"}\n\n")
+			return
+		}
+		// The turn settled meanwhile; this stream has nothing to send.
+		settled = true
+	}))
+	defer srv.Close()
+	turn, err := New(srv.URL, "").Stream(t.Context(), "c1", 1, NewProgress(&bytes.Buffer{}, false))
+	if err != nil {
+		t.Fatalf("Stream: %v", err)
+	}
+	if turn.State != chat.StateFailed || turn.Note != "boom" {
+		t.Errorf("turn %+v, want the failed turn", turn)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff([]string{"", "1"}, lastIDs); diff != "" {
+		t.Errorf("Last-Event-ID of each connection (-want +got):\n%s", diff)
+	}
+}
