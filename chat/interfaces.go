@@ -181,7 +181,9 @@ type Follower interface {
 	// follow again).
 	Follow(ctx context.Context, turnID string, after int64) (<-chan Event, error)
 	// FollowFeed returns a repository's feed events published after the
-	// feed position after ("" = from now). Closing is as for Follow.
+	// feed position after ("" = from now): those still in the feed first,
+	// whoever else follows it, then the live ones. Closing is as for
+	// Follow.
 	FollowFeed(ctx context.Context, repo, after string) (<-chan FeedEvent, error)
 }
 

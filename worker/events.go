@@ -53,7 +53,10 @@ func (c EventsConfig) withDefaults() EventsConfig {
 // and chat.Follower. One reader goroutine per process serves every follower
 // of that process with one blocking XREAD over the watched streams, so the
 // number of subscribers costs no Redis connections, and a slow follower is
-// dropped rather than slowing the others.
+// dropped rather than slowing the others. Each follower gets the entries
+// after its own position: one that joins a stream already read past that
+// position (a client reconnecting with Last-Event-ID) sets the reader back
+// to it, and the followers that had those entries skip them.
 type Events struct {
 	rdb  redis.UniversalClient
 	cfg  EventsConfig
@@ -63,6 +66,7 @@ type Events struct {
 	lc      *lifecycle        // of the reader
 	mu      sync.Mutex        // guards what follows
 	watches map[string]*watch // stream key -> followers
+	gen     uint64            // the last watch generation handed out
 	closed  bool
 }
 
@@ -73,15 +77,38 @@ var (
 
 // watch is one stream with local followers.
 type watch struct {
-	last      string // the id read last
+	last string // the id read last, or the position to read from
+	// gen changes whenever last is set back: a read that was under way
+	// then is not dispatched (what it got is read again from last).
+	gen       uint64
 	decode    func(id string, data []byte) (any, bool)
 	followers map[*follower]struct{}
 }
 
-// follower receives the decoded entries of one stream.
+// follower receives the decoded entries of one stream after its position.
 type follower struct {
+	after   streamID         // the entry delivered last, or where it joined
 	deliver func(v any) bool // false: the follower is full
 	close   func()
+}
+
+// streamID is a Redis stream entry id, <ms>-<seq>.
+type streamID struct{ ms, seq uint64 }
+
+// parseStreamID parses id; ok is false if it is not an entry id.
+func parseStreamID(id string) (streamID, bool) {
+	ms, seq, ok := strings.Cut(id, "-")
+	if !ok {
+		return streamID{}, false
+	}
+	m, err1 := strconv.ParseUint(ms, 10, 64)
+	n, err2 := strconv.ParseUint(seq, 10, 64)
+	return streamID{m, n}, err1 == nil && err2 == nil
+}
+
+// before reports whether a comes before b in a stream.
+func (a streamID) before(b streamID) bool {
+	return a.ms < b.ms || a.ms == b.ms && a.seq < b.seq
 }
 
 // NewEvents returns Events on rdb.
@@ -240,17 +267,18 @@ func (e *Events) FollowFeed(ctx context.Context, repo, after string) (<-chan cha
 }
 
 func validStreamID(id string) bool {
-	ms, seq, ok := strings.Cut(id, "-")
-	if !ok {
-		return false
-	}
-	_, err1 := strconv.ParseUint(ms, 10, 64)
-	_, err2 := strconv.ParseUint(seq, 10, 64)
-	return err1 == nil && err2 == nil
+	_, ok := parseStreamID(id)
+	return ok
 }
 
-// add registers a follower of key from id, and removes it when ctx ends.
+// add registers a follower of key that gets the entries after from (an
+// entry id), and removes it when ctx ends.
 func (e *Events) add(ctx context.Context, key, from string, decode func(string, []byte) (any, bool), f *follower) error {
+	pos, ok := parseStreamID(from)
+	if !ok {
+		return fmt.Errorf("follow %s: %q is not a stream position", key, from)
+	}
+	f.after = pos
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -258,11 +286,16 @@ func (e *Events) add(ctx context.Context, key, from string, decode func(string, 
 	}
 	w := e.watches[key]
 	if w == nil {
-		w = &watch{last: from, decode: decode, followers: map[*follower]struct{}{}}
+		e.gen++
+		w = &watch{last: from, gen: e.gen, decode: decode, followers: map[*follower]struct{}{}}
 		e.watches[key] = w
+	} else if last, _ := parseStreamID(w.last); pos.before(last) {
+		// The stream is read already, past where this follower joins (a
+		// client reconnecting with Last-Event-ID): read it again from
+		// there. The followers that had those entries skip them.
+		e.gen++
+		w.last, w.gen = from, e.gen
 	}
-	// A follower joining a watched stream gets entries from the reader's
-	// position on; chat reads what came before from the store.
 	w.followers[f] = struct{}{}
 	e.mu.Unlock()
 	if err := e.Start(ctx); err != nil {
@@ -309,9 +342,11 @@ func (e *Events) read(ctx context.Context) {
 		e.mu.Lock()
 		keys := make([]string, 0, len(e.watches)+1)
 		ids := make([]string, 0, len(e.watches)+1)
+		gens := make(map[string]uint64, len(e.watches))
 		for k, w := range e.watches {
 			keys = append(keys, k)
 			ids = append(ids, w.last)
+			gens[k] = w.gen
 		}
 		e.mu.Unlock()
 		keys = append(keys, e.wake)
@@ -340,32 +375,48 @@ func (e *Events) read(ctx context.Context) {
 				}
 				continue
 			}
-			e.dispatch(st)
+			e.dispatch(st, gens[st.Stream])
 		}
 	}
 }
 
-// dispatch hands a stream's new entries to its followers; a follower that
-// cannot take them is dropped.
-func (e *Events) dispatch(st redis.XStream) {
+// dispatch hands a stream's new entries, read at watch generation gen, to
+// the followers that are before them; a follower that cannot take them is
+// dropped. Entries read before the watch was set back are not dispatched:
+// they are read again.
+func (e *Events) dispatch(st redis.XStream, gen uint64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	w := e.watches[st.Stream]
-	if w == nil {
+	if w == nil || w.gen != gen {
 		return
 	}
 	for _, m := range st.Messages {
 		w.last = m.ID
-		data, _ := m.Values["e"].(string)
-		v, ok := w.decode(m.ID, []byte(data)) // once for every follower
+		id, ok := parseStreamID(m.ID)
 		if !ok {
 			continue
 		}
+		var v any
+		decoded := false
 		for f := range w.followers {
+			if !f.after.before(id) {
+				continue // it had this entry
+			}
+			if !decoded {
+				// Once for every follower.
+				data, _ := m.Values["e"].(string)
+				if v, ok = w.decode(m.ID, []byte(data)); !ok {
+					break
+				}
+				decoded = true
+			}
 			if !f.deliver(v) {
 				delete(w.followers, f)
 				f.close()
+				continue
 			}
+			f.after = id
 		}
 	}
 	if len(w.followers) == 0 {

@@ -1,8 +1,11 @@
 package worker
 
 import (
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/prchat/prchat/chat"
 )
@@ -66,4 +69,217 @@ func TestPublishEventsWithFeed(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("feed event without turn events not delivered")
 	}
+}
+
+// eventsBackends runs fn on Events over the test's Redis (workertest: the
+// real one when PRCHAT_TEST_REDIS_URL is set, else a miniredis) and over
+// the embedded Redis that prchat serve runs without one.
+func eventsBackends(t *testing.T, fn func(t *testing.T, ev *Events)) {
+	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
+		ev := NewEvents(setup(t).rdb, EventsConfig{Logger: testLogger(t)})
+		t.Cleanup(ev.Stop)
+		fn(t, ev)
+	})
+	t.Run("embedded", func(t *testing.T) {
+		t.Parallel()
+		e, err := StartEmbeddedRedis()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(e.Close)
+		rdb, err := e.Client(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = rdb.Close() })
+		ev := NewEvents(rdb, EventsConfig{Logger: testLogger(t)})
+		t.Cleanup(ev.Stop) // before the client and the server close
+		fn(t, ev)
+	})
+}
+
+// receive reads n values from ch, failing the test after 5s.
+func receive[T any](t *testing.T, what string, ch <-chan T, n int) []T {
+	t.Helper()
+	var got []T
+	for len(got) < n {
+		select {
+		case v, ok := <-ch:
+			if !ok {
+				t.Fatalf("%s: channel closed after %d of %d", what, len(got), n)
+			}
+			got = append(got, v)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: %d of %d delivered", what, len(got), n)
+		}
+	}
+	return got
+}
+
+// quiet fails the test if ch delivers anything within a short while.
+func quiet[T any](t *testing.T, what string, ch <-chan T) {
+	t.Helper()
+	select {
+	case v, ok := <-ch:
+		if ok {
+			t.Errorf("%s got %+v more", what, v)
+		}
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// TestFollowerJoiningWithAPositionGetsWhatCameAfter: a follower that joins
+// a stream another follower reads already, with a position (a client
+// reconnecting with Last-Event-ID), gets the entries after that position
+// and then the live ones; the follower that was there gets none twice.
+func TestFollowerJoiningWithAPositionGetsWhatCameAfter(t *testing.T) {
+	t.Parallel()
+	eventsBackends(t, func(t *testing.T, ev *Events) {
+		ctx := t.Context()
+		states := []chat.State{chat.StateQueued, chat.StateRunning, chat.StateSucceeded, chat.StateQueued}
+		news := make([]chat.FeedEvent, len(states))
+		for i, s := range states {
+			news[i] = chat.FeedEvent{Type: "turn", Repository: "acme/a", ConversationID: "c1", Turn: 1 + i/3, State: s}
+		}
+		stateOf := func(evs []chat.FeedEvent) []chat.State {
+			out := make([]chat.State, len(evs))
+			for i, e := range evs {
+				out[i] = e.State
+			}
+			return out
+		}
+
+		// The feed.
+		first, err := ev.FollowFeed(ctx, "acme/a", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fe := range news[:3] {
+			if err := ev.PublishFeed(ctx, "acme/a", fe); err != nil {
+				t.Fatal(err)
+			}
+		}
+		had := receive(t, "first feed follower", first, 3)
+		second, err := ev.FollowFeed(ctx, "acme/a", had[0].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		replayed := receive(t, "feed follower joining after the first entry", second, 2)
+		if diff := cmp.Diff(had[1:], replayed); diff != "" {
+			t.Errorf("replayed feed (-first got +second got):\n%s", diff)
+		}
+		if err := ev.PublishFeed(ctx, "acme/a", news[3]); err != nil {
+			t.Fatal(err)
+		}
+		for name, ch := range map[string]<-chan chat.FeedEvent{"first": first, "second": second} {
+			got := receive(t, name+" feed follower, live", ch, 1)
+			if diff := cmp.Diff(states[3:], stateOf(got)); diff != "" {
+				t.Errorf("%s feed follower's live entry (-want +got):\n%s", name, diff)
+			}
+			quiet(t, name+" feed follower", ch)
+		}
+
+		// A turn's stream.
+		turn, err := ev.Follow(ctx, "turn-1", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs := func(evs []chat.Event) []int64 {
+			out := make([]int64, len(evs))
+			for i, e := range evs {
+				out[i] = e.Seq
+			}
+			return out
+		}
+		events := []chat.Event{
+			{Seq: 1, Type: chat.EventState, State: chat.StateRunning},
+			{Seq: 2, Type: chat.EventTextDelta, Text: "a"},
+			{Seq: 3, Type: chat.EventTextDelta, Text: "b"},
+			{Seq: 4, Type: chat.EventDone},
+		}
+		if err := ev.Publish(ctx, "turn-1", events[:3], nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := seqs(receive(t, "first turn follower", turn, 3)); !cmp.Equal(got, []int64{1, 2, 3}) {
+			t.Errorf("first turn follower got seqs %v, want 1..3", got)
+		}
+		again, err := ev.Follow(ctx, "turn-1", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := seqs(receive(t, "turn follower joining after 1", again, 2)); !cmp.Equal(got, []int64{2, 3}) {
+			t.Errorf("turn follower joining after 1 got seqs %v, want 2, 3", got)
+		}
+		if err := ev.Publish(ctx, "turn-1", events[3:], nil); err != nil {
+			t.Fatal(err)
+		}
+		for name, ch := range map[string]<-chan chat.Event{"first": turn, "second": again} {
+			if got := seqs(receive(t, name+" turn follower, live", ch, 1)); !cmp.Equal(got, []int64{4}) {
+				t.Errorf("%s turn follower's live event: seqs %v, want 4", name, got)
+			}
+			quiet(t, name+" turn follower", ch)
+		}
+	})
+}
+
+// TestFollowersJoiningWhilePublishing: followers that join a turn's stream
+// at any position while its events are published, one by one, each get
+// every event after their position, in order, none twice.
+func TestFollowersJoiningWhilePublishing(t *testing.T) {
+	t.Parallel()
+	eventsBackends(t, func(t *testing.T, ev *Events) {
+		ev.cfg.Buffer = 1024 // room for a replay of the whole stream
+		ctx := t.Context()
+		const total, followers = 200, 20
+		published := make(chan int64, total)
+		go func() {
+			for seq := int64(1); seq <= total; seq++ {
+				if err := ev.Publish(ctx, "turn-1", []chat.Event{{Seq: seq, Type: chat.EventTextDelta, Text: "x"}}, nil); err != nil {
+					t.Error(err)
+					return
+				}
+				published <- seq
+			}
+		}()
+		errs := make(chan error, followers)
+		for i := range followers {
+			// Join after a number of events, at a position behind them.
+			var last int64
+			for range total / followers {
+				last = <-published
+			}
+			after := last / int64(1+i%3)
+			ch, err := ev.Follow(ctx, "turn-1", after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				want := after + 1
+				for want <= total {
+					select {
+					case e, ok := <-ch:
+						if !ok {
+							errs <- fmt.Errorf("follower after %d: closed at %d", after, want)
+							return
+						}
+						if e.Seq != want {
+							errs <- fmt.Errorf("follower after %d: seq %d, want %d", after, e.Seq, want)
+							return
+						}
+						want++
+					case <-time.After(5 * time.Second):
+						errs <- fmt.Errorf("follower after %d: waited for %d", after, want)
+						return
+					}
+				}
+				errs <- nil
+			}()
+		}
+		for range followers {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+	})
 }
