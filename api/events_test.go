@@ -319,8 +319,9 @@ func TestTranscript(t *testing.T) {
 }
 
 // TestRepositoryFeed: a dashboard's feed sees a turn go queued, running,
-// succeeded, each event with its feed position as id; a position that is
-// none is refused.
+// succeeded, each event with its feed position as id; a client that
+// reconnects with one of them gets the rest; a position that is none is
+// refused.
 func TestRepositoryFeed(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
@@ -330,6 +331,7 @@ func TestRepositoryFeed(t *testing.T) {
 	conv := f.ask(v, "Where is Load?")
 	f.run(conv, 1)
 	var states []string
+	var ids []string
 	for len(states) < 3 {
 		ev, ok := s.next()
 		if !ok {
@@ -339,12 +341,22 @@ func TestRepositoryFeed(t *testing.T) {
 			t.Fatalf("feed event of another conversation: %v", ev.Data)
 		}
 		states = append(states, ev.Data["state"].(string))
+		ids = append(ids, ev.ID)
 		if ev.ID == "" {
 			t.Error("feed event without id")
 		}
 	}
 	if diff := cmp.Diff([]string{"queued", "running", "succeeded"}, states); diff != "" {
 		t.Fatalf("feed states (-want +got):\n%s", diff)
+	}
+	// A client reconnecting with Last-Event-ID while the first one still
+	// reads the feed gets what came after it.
+	again := f.c.stream(t, "/api/v1/repos/"+repoName+"/events", "FeedEvent", "Last-Event-ID", ids[0])
+	for i, want := range states[1:] {
+		ev, ok := again.next()
+		if !ok || ev.ID != ids[i+1] || ev.Data["state"] != want {
+			t.Fatalf("reconnected feed event %d = %+v (%v), want %s with id %s", i, ev, ok, want, ids[i+1])
+		}
 	}
 	r := f.c.send(t, "GET", "/api/v1/repos/"+repoName+"/events", nil, "Last-Event-ID", "not-a-position")
 	if r.status != http.StatusBadRequest {
