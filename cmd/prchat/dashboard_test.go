@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
@@ -447,4 +449,60 @@ func (e *env) waitAs(token, conv string, n int) turnJSON {
 	}
 	e.t.Fatalf("turn %s/%d did not settle", conv, n)
 	return turnJSON{}
+}
+
+// holdEventStreams makes each event stream the page opens wait until the
+// test sets window.__lastEventID, and then send it as Last-Event-ID: a
+// client that reconnects with that id. It holds for every page opened
+// after it.
+const holdEventStreams = `(() => {
+  const fetch0 = window.fetch;
+  window.fetch = async function (url, init) {
+    if (String(url).endsWith("/events")) {
+      while (window.__lastEventID === undefined) await new Promise((r) => setTimeout(r, 20));
+      init = Object.assign({}, init);
+      init.headers = Object.assign({}, init.headers, { "Last-Event-ID": window.__lastEventID });
+    }
+    return fetch0.call(this, url, init);
+  };
+})();`
+
+// TestDashboardSettlesAfterAnEmptyStream: a conversation page whose event
+// stream reconnects with the final event's id, and so gets a stream with
+// no event (the server sends nothing twice), shows the settled turn at
+// once instead of reconnecting until it gives up.
+func TestDashboardSettlesAfterAnEmptyStream(t *testing.T) {
+	b := newBrowser(t)
+	e := setup(t, mode{name: "embedded"}, nil)
+	v := e.review("scripted", nil)
+	release := make(chan struct{})
+	e.scripted.Push(scripted.Step{Wait: release, Answer: &chat.Answer{
+		AnswerMarkdown: "Load refuses an empty path.",
+		Citations:      []chat.Citation{{Path: "settings/settings.go", StartLine: 8, EndLine: 12}},
+	}})
+	conv, _ := e.ask(v, "Why does Load refuse an empty path?")
+	b.run("hold event streams", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: holdEventStreams})
+		return err
+	}))
+	b.run("open conversation", chromedp.Navigate(e.url+"/ui/conversations/"+conv),
+		chromedp.WaitVisible(chromedp.CSS("#turn-1[data-pending]")))
+	close(release)
+	e.wait(conv, 1)
+	var tr struct {
+		Events []struct {
+			Type string `json:"type"`
+			Seq  int64  `json:"seq"`
+		} `json:"events"`
+	}
+	e.do("GET", "/api/v1/conversations/"+conv+"/turns/1/transcript", nil, http.StatusOK, &tr)
+	final := tr.Events[len(tr.Events)-1]
+	if final.Type != chat.EventDone {
+		t.Fatalf("last stored event %+v, want done", final)
+	}
+	start := time.Now()
+	eval[string](b, fmt.Sprintf(`window.__lastEventID = "%d"`, final.Seq))
+	b.poll("the answer", `document.querySelector("#turn-1 .answer")?.textContent.includes("Load refuses")`)
+	t.Logf("the page showed the answer %v after its stream reconnected past the final event", time.Since(start).Round(time.Millisecond))
+	b.noProblems("conversation")
 }
