@@ -79,7 +79,7 @@ func TestShutdownTellsStreamsToReconnect(t *testing.T) {
 	f.run(conv, 1)
 	f.waitCalls(1)
 	turn := f.subscribe(conv, 1, "")
-	first, ok := turn.next()
+	first, ok := turn.Next()
 	if !ok {
 		t.Fatal("no first event")
 	}
@@ -94,12 +94,12 @@ func TestShutdownTellsStreamsToReconnect(t *testing.T) {
 	t.Logf("shutdown took %v with two open streams", time.Since(start).Round(time.Millisecond))
 	for name, s := range map[string]*sseStream{"turn": turn, "feed": feed} {
 		for {
-			if _, ok := s.next(); !ok {
+			if _, ok := s.Next(); !ok {
 				break
 			}
 		}
-		if want := "retry: 500\n: reconnect: the server is stopping; reconnect with Last-Event-ID\n"; s.hint != want {
-			t.Errorf("%s stream ended with %q, want the reconnect hint %q", name, s.hint, want)
+		if want := "retry: 500\n: reconnect: the server is stopping; reconnect with Last-Event-ID\n"; s.Hint != want {
+			t.Errorf("%s stream ended with %q, want the reconnect hint %q", name, s.Hint, want)
 		}
 	}
 
@@ -110,7 +110,7 @@ func TestShutdownTellsStreamsToReconnect(t *testing.T) {
 	}
 	f.c = newClient(t, serve(t, other))
 	close(release)
-	rest := f.subscribe(conv, 1, first.ID).all()
+	rest := f.subscribe(conv, 1, first.ID).All()
 	if len(rest) == 0 || rest[0].Seq != first.Seq+1 || rest[len(rest)-1].Type != "done" {
 		t.Errorf("after reconnecting: %v (seqs %v), want seqs from %d ending done", types(rest), seqs(rest), first.Seq+1)
 	}
@@ -132,17 +132,17 @@ func TestSubscribeBeforeDuringAndAfter(t *testing.T) {
 	f.run(conv, 1)
 	f.waitCalls(1)
 	during := f.subscribe(conv, 1, "")
-	first, ok := during.next()
+	first, ok := during.Next()
 	if !ok || first.Type != "state" || first.Data["state"] != "running" {
 		t.Fatalf("first event while running = %+v", first)
 	}
 	close(release)
-	got := before.all()
-	rest := during.all()
+	got := before.All()
+	rest := during.All()
 	if diff := cmp.Diff(got, append([]sseEvent{first}, rest...)); diff != "" {
 		t.Errorf("during differs from before (-before +during):\n%s", diff)
 	}
-	after := f.subscribe(conv, 1, "").all()
+	after := f.subscribe(conv, 1, "").All()
 	if diff := cmp.Diff(got, after); diff != "" {
 		t.Errorf("after differs from before (-before +after):\n%s", diff)
 	}
@@ -160,12 +160,12 @@ func TestSubscribeBeforeDuringAndAfter(t *testing.T) {
 	f.run(conv, n)
 	f.waitCalls(2)
 	f.do("POST", fmt.Sprintf("/api/v1/conversations/%s/turns/%d/cancel", conv, n), nil, http.StatusAccepted, nil)
-	failed := live.all()
+	failed := live.All()
 	last := failed[len(failed)-1]
 	if last.Type != "error" || last.Data["reason"] != "cancelled" || last.Data["trace_id"] == "" {
 		t.Errorf("last event = %+v, want error with reason cancelled and a trace id", last)
 	}
-	late := f.subscribe(conv, n, "").all()
+	late := f.subscribe(conv, n, "").All()
 	if diff := cmp.Diff(types(failed), types(late)); diff != "" {
 		t.Errorf("late subscriber's events differ (-live +late):\n%s", diff)
 	}
@@ -191,21 +191,21 @@ func TestReconnectWithLastEventID(t *testing.T) {
 	s := f.subscribe(conv, 1, "")
 	var head []sseEvent
 	for len(head) < 3 {
-		ev, ok := s.next()
+		ev, ok := s.Next()
 		if !ok {
 			t.Fatal("stream ended early")
 		}
 		head = append(head, ev)
 	}
-	s.close()
+	s.Close()
 	close(release)
 	lastID := head[len(head)-1].ID
-	tail := f.subscribe(conv, 1, lastID).all()
-	full := f.subscribe(conv, 1, "").all()
+	tail := f.subscribe(conv, 1, lastID).All()
+	full := f.subscribe(conv, 1, "").All()
 	if diff := cmp.Diff(full, append(head, tail...)); diff != "" {
 		t.Fatalf("reconnected stream differs (-full +joined):\n%s", diff)
 	}
-	byQuery := f.c.stream(t, fmt.Sprintf("/api/v1/conversations/%s/turns/1/events?last_event_id=%s", conv, lastID), "TurnEvent").all()
+	byQuery := f.c.stream(t, fmt.Sprintf("/api/v1/conversations/%s/turns/1/events?last_event_id=%s", conv, lastID), "TurnEvent").All()
 	if diff := cmp.Diff(tail, byQuery); diff != "" {
 		t.Fatalf("?last_event_id differs from Last-Event-ID (-header +query):\n%s", diff)
 	}
@@ -217,11 +217,11 @@ func TestReconnectWithLastEventID(t *testing.T) {
 	for _, after := range []string{final.ID, strconv.FormatInt(final.Seq+5, 10)} {
 		s := f.subscribe(conv, 1, after)
 		start := time.Now()
-		if ev, ok := s.next(); ok {
+		if ev, ok := s.Next(); ok {
 			t.Errorf("reconnecting after %s (final %s) got %+v, want no event", after, final.ID, ev)
 		}
-		if !s.retry || s.hint != "" {
-			t.Errorf("reconnecting after %s: retry line %v, hint %q; want the retry line alone", after, s.retry, s.hint)
+		if !s.Retry || s.Hint != "" {
+			t.Errorf("reconnecting after %s: retry line %v, hint %q; want the retry line alone", after, s.Retry, s.Hint)
 		}
 		t.Logf("the stream after %s ended in %v", after, time.Since(start).Round(time.Millisecond))
 	}
@@ -257,7 +257,7 @@ func TestStalledSubscriberBlocksNothing(t *testing.T) {
 	reader := f.subscribe(conv, 1, "")
 	done := f.run(conv, 1)
 	close(release)
-	got := reader.all()
+	got := reader.All()
 	// running, the seeded note, 3000 results, usage, succeeded, done.
 	if got[len(got)-1].Type != "done" || len(got) != 3000+5 {
 		t.Fatalf("the reading subscriber got %d events ending in %s", len(got), got[len(got)-1].Type)
@@ -276,14 +276,14 @@ func TestPingsKeepIdleStreamsOpen(t *testing.T) {
 	f.run(conv, 1)
 	f.waitCalls(1)
 	s := f.subscribe(conv, 1, "")
-	if ev, ok := s.next(); !ok || ev.Type != "state" {
+	if ev, ok := s.Next(); !ok || ev.Type != "state" {
 		t.Fatalf("first event = %+v", ev)
 	}
 	time.Sleep(150 * time.Millisecond)
 	close(release)
-	s.all()
-	if s.pings < 2 {
-		t.Fatalf("saw %d pings on a stream idle for 150ms with a 20ms ping interval", s.pings)
+	s.All()
+	if s.Pings < 2 {
+		t.Fatalf("saw %d pings on a stream idle for 150ms with a 20ms ping interval", s.Pings)
 	}
 }
 
@@ -307,7 +307,7 @@ func TestTranscript(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.golden(t, "events/transcript", eventsGolden(out.Events))
-	stream := f.subscribe(conv, 1, "").all()
+	stream := f.subscribe(conv, 1, "").All()
 	if len(stream) != len(out.Events) {
 		t.Fatalf("transcript has %d events, the stream %d", len(out.Events), len(stream))
 	}
@@ -333,7 +333,7 @@ func TestRepositoryFeed(t *testing.T) {
 	var states []string
 	var ids []string
 	for len(states) < 3 {
-		ev, ok := s.next()
+		ev, ok := s.Next()
 		if !ok {
 			t.Fatalf("feed ended after %v", states)
 		}
@@ -353,7 +353,7 @@ func TestRepositoryFeed(t *testing.T) {
 	// reads the feed gets what came after it.
 	again := f.c.stream(t, "/api/v1/repos/"+repoName+"/events", "FeedEvent", "Last-Event-ID", ids[0])
 	for i, want := range states[1:] {
-		ev, ok := again.next()
+		ev, ok := again.Next()
 		if !ok || ev.ID != ids[i+1] || ev.Data["state"] != want {
 			t.Fatalf("reconnected feed event %d = %+v (%v), want %s with id %s", i, ev, ok, want, ids[i+1])
 		}
@@ -386,7 +386,7 @@ func TestShutdownEndsStreams(t *testing.T) {
 	if err := srv.Shutdown(ctx); err != nil {
 		t.Fatalf("shutdown with a stream open: %v", err)
 	}
-	if _, ok := s.next(); ok {
+	if _, ok := s.Next(); ok {
 		t.Error("the stream went on after Shutdown")
 	}
 }

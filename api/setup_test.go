@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -14,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -463,30 +461,17 @@ func normalise(v any, key string, r *strings.Replacer) any {
 	return v
 }
 
-// sseEvent is one event as a client reads it off the wire.
-type sseEvent struct {
-	ID   string
-	Type string
-	Seq  int64
-	Data map[string]any
-}
+// sseEvent and sseStream are apitest's: the stream reader both the api and
+// the daemon tests use.
+type (
+	sseEvent  = apitest.Event
+	sseStream = apitest.Stream
+)
 
-// sseStream is an open SSE connection.
-type sseStream struct {
-	t      *testing.T
-	c      *client
-	schema string
-	resp   *http.Response
-	r      *bufio.Reader
-	retry  bool
-	pings  int
-	// hint is the retry line and reconnect comment of a stream that a
-	// stopping server ended ("" for none).
-	hint   string
-	cancel context.CancelFunc
-}
+func types(evs []sseEvent) []string { return apitest.Types(evs) }
+func seqs(evs []sseEvent) []int64   { return apitest.Seqs(evs) }
 
-// subscribe opens a turn's event stream, after lastID if not "".
+// subscribe opens a turn's event stream, from lastID if not "".
 func (f *fixture) subscribe(conv string, n int, lastID string) *sseStream {
 	f.t.Helper()
 	var h []string
@@ -499,131 +484,12 @@ func (f *fixture) subscribe(conv string, n int, lastID string) *sseStream {
 // stream opens an SSE stream whose events' data follow schema.
 func (c *client) stream(t *testing.T, path, schema string, headers ...string) *sseStream {
 	t.Helper()
-	// A stream that never ends fails its test rather than hanging it.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	req, err := http.NewRequestWithContext(ctx, "GET", c.base+path, nil)
+	req, err := http.NewRequest("GET", c.base+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		raw, _ := io.ReadAll(resp.Body)
-		cancel()
-		t.Fatalf("subscribe %s: status %d: %s", path, resp.StatusCode, raw)
-	}
-	c.check(t, req, resp, nil)
-	for h, want := range map[string]string{"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Connection": "keep-alive"} {
-		if got := resp.Header.Get(h); got != want {
-			t.Errorf("header %s = %q, want %q", h, got, want)
-		}
-	}
-	s := &sseStream{t: t, c: c, schema: schema, resp: resp, r: bufio.NewReader(resp.Body), cancel: cancel}
-	t.Cleanup(s.close)
-	return s
-}
-
-func (s *sseStream) close() {
-	s.cancel()
-	s.resp.Body.Close()
-}
-
-// next reads the next event; ok is false at the end of the stream. Each
-// event's data is checked against the document.
-func (s *sseStream) next() (sseEvent, bool) {
-	s.t.Helper()
-	var e sseEvent
-	for {
-		line, err := s.r.ReadString('\n')
-		if err != nil {
-			return e, false
-		}
-		line = strings.TrimRight(line, "\n")
-		switch {
-		case line == "":
-			if e.Type != "" {
-				return e, true
-			}
-		case line == "retry: 3000":
-			s.retry = true
-		case strings.HasPrefix(line, "retry: "), strings.HasPrefix(line, ": reconnect"):
-			s.hint += line + "\n"
-		case strings.HasPrefix(line, ": ping"):
-			s.pings++
-		case strings.HasPrefix(line, "id: "):
-			e.ID = line[4:]
-		case strings.HasPrefix(line, "event: "):
-			if line != "event: data" {
-				s.t.Errorf("event line %q, want event: data", line)
-			}
-		case strings.HasPrefix(line, "data: "):
-			raw := []byte(line[6:])
-			s.c.checkSchema(s.t, "event", s.schema, raw)
-			if err := json.Unmarshal(raw, &e.Data); err != nil {
-				s.t.Fatalf("data %q: %v", line, err)
-			}
-			e.Type, _ = e.Data["type"].(string)
-			if s.schema == "TurnEvent" {
-				seq, _ := e.Data["seq"].(float64)
-				e.Seq = int64(seq)
-				if strconv.FormatInt(e.Seq, 10) != e.ID {
-					s.t.Errorf("event id %q and seq %d differ", e.ID, e.Seq)
-				}
-			}
-		default:
-			s.t.Errorf("unexpected line %q in the stream", line)
-		}
-	}
-}
-
-// all reads events until the stream ends, and checks that retry came first
-// and that the stream ended with done or error.
-func (s *sseStream) all() []sseEvent {
-	s.t.Helper()
-	var out []sseEvent
-	for {
-		e, ok := s.next()
-		if !ok {
-			break
-		}
-		out = append(out, e)
-	}
-	if !s.retry {
-		s.t.Error("the stream did not start with retry: 3000")
-	}
-	if len(out) == 0 || (out[len(out)-1].Type != "done" && out[len(out)-1].Type != "error") {
-		s.t.Fatalf("the stream did not end with done or error: %v", types(out))
-	}
-	return out
-}
-
-// types lists the events' types, a run of text deltas as one "text" (the
-// masker may split text differently than the agent did).
-func types(evs []sseEvent) []string {
-	var out []string
-	for _, e := range evs {
-		t := e.Type
-		if t == "text_delta" {
-			t = "text"
-			if len(out) > 0 && out[len(out)-1] == t {
-				continue
-			}
-		}
-		out = append(out, t)
-	}
-	return out
-}
-
-func seqs(evs []sseEvent) []int64 {
-	out := make([]int64, len(evs))
-	for i, e := range evs {
-		out[i] = e.Seq
-	}
-	return out
+	return apitest.OpenStream(t, c.v, req, schema)
 }

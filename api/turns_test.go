@@ -203,7 +203,7 @@ func TestMaskingOfWhatClientsSee(t *testing.T) {
 		"note":       string(f.do("GET", fmt.Sprintf("/api/v1/conversations/%s/turns/%d", conv, n), nil, http.StatusOK, nil)),
 	}
 	var stream strings.Builder
-	for _, e := range f.subscribe(conv, 1, "").all() {
+	for _, e := range f.subscribe(conv, 1, "").All() {
 		fmt.Fprintf(&stream, "%v\n", e.Data)
 	}
 	seen["stream"] = stream.String()
