@@ -380,14 +380,6 @@ func (c *client) check(t *testing.T, req *http.Request, resp *http.Response, raw
 	}
 }
 
-// checkSchema validates raw JSON against a schema of the document.
-func (c *client) checkSchema(t *testing.T, where, schema string, raw []byte) {
-	t.Helper()
-	if err := c.v.CheckSchema(schema, raw); err != nil {
-		t.Errorf("%s: %v", where, err)
-	}
-}
-
 var (
 	timeRE = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$`)
 	uuidRE = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)

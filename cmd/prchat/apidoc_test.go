@@ -25,14 +25,3 @@ func checkResponse(t *testing.T, req *http.Request, resp *http.Response, body []
 	}
 }
 
-// checkEvent fails t when an event's data breaks the document's schema.
-func checkEvent(t *testing.T, schema string, data []byte) {
-	t.Helper()
-	v, err := validator()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := v.CheckSchema(schema, data); err != nil {
-		t.Error(err)
-	}
-}
