@@ -24,4 +24,3 @@ func checkResponse(t *testing.T, req *http.Request, resp *http.Response, body []
 		t.Error(err)
 	}
 }
-
