@@ -1,8 +1,10 @@
 // Package bench is `prchat bench`: it measures the prchat daemon against
 // the floor its parts allow, side by side on one machine. It starts the
 // daemons under test as child processes (prchat serve, api and worker with
-// --bench-agent, which registers Agent, an agent that answers at once) and
-// prints a table of figures; it asserts nothing of them.
+// --bench-agent, which registers Agent, an agent that answers at once or
+// sleeps and streams events as its question asks) and prints a table of
+// figures; it asserts nothing of them. Its running phase holds many slow
+// turns on one worker, then kills that worker to time the takeover.
 package bench
 
 import (
@@ -39,11 +41,12 @@ const (
 	phaseThroughput = "throughput"
 	phaseMemory     = "memory"
 	phaseEvents     = "events"
+	phaseRunning    = "running"
 )
 
 // allPhases lists the phases in the order they run.
 func allPhases() []string {
-	return []string{phaseIntake, phaseOverhead, phaseThroughput, phaseMemory, phaseEvents}
+	return []string{phaseIntake, phaseOverhead, phaseThroughput, phaseMemory, phaseEvents, phaseRunning}
 }
 
 // Usage is the text of `prchat bench --help` before its flags.
@@ -51,10 +54,13 @@ const Usage = `Usage: prchat bench [flags]
 
 Measures the daemon against the floor its parts allow, side by side on this
 machine: intake (P1) against an in-process floor, turn overhead (P2),
-throughput (P3), memory (P7) and live event delivery. The daemons under test
-are child processes of this one (prchat serve, api, worker) started with
---bench-agent, the zero-latency agent, so only prchat itself is measured.
-With no URLs it uses the embedded SQLite and an in-process Redis.
+throughput (P3), memory (P7), live event delivery, and many slow turns
+running at once on one worker (--running-turns, its memory, CPU, event
+delivery and heartbeat, then the takeover when it is killed). The daemons
+under test are child processes of this one (prchat serve, api, worker)
+started with --bench-agent, the zero-latency agent, so only prchat itself is
+measured. With no URLs it uses the embedded SQLite and an in-process Redis
+(the running phase then runs on a serve daemon, without the takeover).
 
 Give --database-url and --redis-url to bench on Postgres and Redis; the
 bench makes a schema of its own in that database and drops it when done,
@@ -77,6 +83,9 @@ type Config struct {
 	Turns int
 	// Concurrency is PRCHAT_CONCURRENCY of the daemons under test.
 	Concurrency int
+	// RunningTurns is how many slow turns the running phase runs at once
+	// on one worker, whose PRCHAT_CONCURRENCY it is.
+	RunningTurns int
 	// DatabaseURL and RedisURL, if set, are the Postgres and Redis to bench
 	// on; else the embedded ones.
 	DatabaseURL string
@@ -85,7 +94,7 @@ type Config struct {
 	// then runs in the bench's process (samples labelled part=daemon).
 	CPUProfile string
 	// Phases are the phases to run, of intake, overhead, throughput,
-	// memory and events.
+	// memory, events and running.
 	Phases []string
 	// Subscribers are the subscriber counts of the events phase.
 	Subscribers []int
@@ -122,6 +131,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Clients, "clients", 64, "concurrent HTTP clients (and floor loops)")
 	fs.IntVar(&c.Turns, "turns", 200, "sequential turns timed by the overhead phase")
 	fs.IntVar(&c.Concurrency, "concurrency", 4, "PRCHAT_CONCURRENCY of the daemons under test (turns a worker runs at once)")
+	fs.IntVar(&c.RunningTurns, "running-turns", 200, "slow turns the running phase runs at once on one worker (its PRCHAT_CONCURRENCY)")
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "Postgres URL to bench on (a schema of its own is made and dropped); empty: embedded SQLite")
 	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis URL of an empty database to bench on (flushed when done); empty: in-process Redis")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile here; the serve daemon then runs inside the bench (samples labelled part=daemon)")
@@ -144,6 +154,8 @@ func (c Config) Check() error {
 		return errors.New("--turns must be between 1 and 100000")
 	case c.Concurrency < 1 || c.Concurrency > 1000:
 		return errors.New("--concurrency must be between 1 and 1000")
+	case c.RunningTurns < 1 || c.RunningTurns > 1000:
+		return errors.New("--running-turns must be between 1 and 1000")
 	case len(c.Phases) == 0:
 		return errors.New("--only names no phase")
 	case c.has(phaseEvents) && len(c.Subscribers) == 0:
@@ -515,16 +527,22 @@ func (b *bencher) run(ctx context.Context) error {
 			}
 		}
 	}
-	if !c.has(phaseThroughput) && !c.has(phaseEvents) && !c.has(phaseIntake) {
-		return ctx.Err()
-	}
-	if !split {
-		if c.has(phaseThroughput) {
+	if c.has(phaseThroughput) || c.has(phaseEvents) || c.has(phaseIntake) {
+		if !split && c.has(phaseThroughput) {
 			b.rep.note("throughput with 2 worker processes needs --redis-url (and --database-url): the embedded Redis lives inside one serve process")
 		}
-		return ctx.Err()
+		if split {
+			if err := b.runSplit(ctx); err != nil {
+				return err
+			}
+		}
 	}
-	return b.runSplit(ctx)
+	if c.has(phaseRunning) {
+		if err := b.running(ctx); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
 }
 
 // runSplit runs the phases of the production topology: one api process and

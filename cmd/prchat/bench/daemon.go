@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -38,6 +39,7 @@ type benchDaemon struct {
 	name     string // how the report and the logs call it
 	workerID string
 	url      string // base URL of its API; "" for a worker
+	metrics  string // base URL of its /metrics (a worker's probes too)
 
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when the child has exited
@@ -79,23 +81,30 @@ func freeAddr() (string, error) {
 // heartbeat is in Redis. The serve daemon runs in this process when the
 // bench profiles.
 func (b *bencher) startDaemon(ctx context.Context, role, name string) (*benchDaemon, error) {
+	return b.startDaemonWith(ctx, role, name, nil)
+}
+
+// startDaemonWith is startDaemon with settings that replace the bench's
+// own (e.g. PRCHAT_CONCURRENCY).
+func (b *bencher) startDaemonWith(ctx context.Context, role, name string, settings map[string]string) (*benchDaemon, error) {
 	// The free port found may be taken by another process before the
 	// daemon binds it: then try another.
 	for attempt := 1; ; attempt++ {
-		d, err := b.startDaemonOnce(ctx, role, name)
+		d, err := b.startDaemonOnce(ctx, role, name, settings)
 		if err == nil || attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
 			return d, err
 		}
 	}
 }
 
-func (b *bencher) startDaemonOnce(ctx context.Context, role, name string) (*benchDaemon, error) {
+func (b *bencher) startDaemonOnce(ctx context.Context, role, name string, settings map[string]string) (*benchDaemon, error) {
 	listen, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
 	env := b.daemonEnv(name, listen)
-	d := &benchDaemon{role: role, name: name, workerID: env["PRCHAT_WORKER_ID"]}
+	maps.Copy(env, settings)
+	d := &benchDaemon{role: role, name: name, workerID: env["PRCHAT_WORKER_ID"], metrics: "http://" + listen}
 	if role != "worker" {
 		d.url = "http://" + listen
 	}
