@@ -37,6 +37,9 @@ func TestOutageIsUnavailable(t *testing.T) {
 			return err
 		},
 		"transaction": func() error { return s.DeleteConversation(ctx, "00000000-0000-0000-0000-000000000000") },
+		"append events": func() error {
+			return s.AppendEvents(ctx, "00000000-0000-0000-0000-000000000000", 1, []chat.Event{{Seq: 1, Type: chat.EventNote, Text: "x"}})
+		},
 		"claim (turn)": func() error {
 			_, err := s.ClaimTurn(ctx, "00000000-0000-0000-0000-000000000000", "w/1", nil)
 			return err

@@ -922,6 +922,55 @@ func TestSettleTurnAddsToNote(t *testing.T) {
 	})
 }
 
+// TestAppendEventsAnySize: an append of a few events (one statement on
+// Postgres) and one of many (a transaction) store every event once and
+// move LastSeq; with a stale fence neither stores anything.
+func TestAppendEventsAnySize(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		f := setup(t, s)
+		_, turn := f.converse(t)
+		run1 := f.claim(t, turn.ID, "w1/1")
+		var want []chat.Event
+		for _, n := range []int{1, 3, 250} {
+			var evs []chat.Event
+			for range n {
+				evs = append(evs, textEvent(int64(len(want)+len(evs)+1), "x"))
+			}
+			if err := s.AppendEvents(ctx, turn.ID, run1.Fence, evs); err != nil {
+				t.Fatalf("append %d events: %v", n, err)
+			}
+			want = append(want, evs...)
+		}
+		run2, err := s.ClaimTurn(ctx, turn.ID, "w2/1", func(chat.Turn) bool { return true })
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []int{1, 250} {
+			var evs []chat.Event
+			for i := range n {
+				evs = append(evs, textEvent(int64(len(want)+i+1), "stale"))
+			}
+			wantIs(t, s.AppendEvents(ctx, turn.ID, run1.Fence, evs), chat.ErrFenced)
+		}
+		got, err := s.Events(ctx, turn.ID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("events (-want +got):\n%s", diff)
+		}
+		after, err := s.TurnByID(ctx, turn.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.LastSeq != int64(len(want)) || after.Fence != run2.Fence {
+			t.Errorf("turn has last seq %d and fence %d, want %d and %d", after.LastSeq, after.Fence, len(want), run2.Fence)
+		}
+	})
+}
+
 func TestEvents(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {

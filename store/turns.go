@@ -159,19 +159,25 @@ func (s *Store) AppendEvents(ctx context.Context, turnID string, fence int64, ev
 	if err != nil {
 		return fmt.Errorf("append events to turn %s: %w", turnID, err)
 	}
-	err = s.transaction(ctx, func(tx *gorm.DB) error {
-		// The fenced update locks the turn row (on Postgres) until commit, so
-		// that a ClaimTurn or SettleTurn waits for these events or fences
-		// them off, never both.
-		res := tx.Exec(`UPDATE turns SET `+lastSeqAtLeast+` WHERE id = ? AND fence = ?`, maxSeq, maxSeq, turnID, fence)
-		if res.Error != nil {
-			return res.Error
-		}
-		if res.RowsAffected == 0 {
-			return errFenced
-		}
-		return insertEvents(tx, rows)
-	})
+	// The fenced update locks the turn row (on Postgres) until commit, so
+	// that a ClaimTurn or SettleTurn waits for these events or fences them
+	// off, never both.
+	turnUpdate := `UPDATE turns SET ` + lastSeqAtLeast + ` WHERE id = ? AND fence = ?`
+	turnArgs := []any{maxSeq, maxSeq, turnID, fence}
+	if s.dialect == dialectPostgres && len(rows) <= eventsInline {
+		err = s.appendInOneStatement(ctx, turnUpdate, turnArgs, rows)
+	} else {
+		err = s.transaction(ctx, func(tx *gorm.DB) error {
+			res := tx.Exec(turnUpdate, turnArgs...)
+			if res.Error != nil {
+				return res.Error
+			}
+			if res.RowsAffected == 0 {
+				return errFenced
+			}
+			return insertEvents(tx, rows)
+		})
+	}
 	if errors.Is(err, errFenced) {
 		return s.fenced(ctx, "append events to", turnID)
 	}
@@ -179,6 +185,47 @@ func (s *Store) AppendEvents(ctx context.Context, turnID string, fence int64, ev
 		return fmt.Errorf("append events to turn %s: %w", turnID, err)
 	}
 	return nil
+}
+
+// appendInOneStatement is AppendEvents' transaction as one Postgres
+// statement: the turn's fenced update, then, through its result, the
+// events' insert (none if the fence did not match). One round trip instead
+// of four (BEGIN, two statements, COMMIT): a running turn stores each of
+// its agent's events this way.
+func (s *Store) appendInOneStatement(ctx context.Context, turnUpdate string, turnArgs []any, events []turnEventRow) error {
+	var q strings.Builder
+	q.WriteString(`WITH t AS (` + turnUpdate + ` RETURNING 1),
+`)
+	args := append(append([]any{}, turnArgs...), insertEventsCTE(&q, events)...)
+	q.WriteString(`
+SELECT count(*) FROM t`)
+	// Row, not Find: no destination for gorm to parse on every event.
+	var n int64
+	if err := s.write.WithContext(ctx).Raw(q.String(), args...).Row().Scan(&n); err != nil {
+		return unavailable(err)
+	}
+	if n == 0 {
+		return errFenced
+	}
+	return nil
+}
+
+// insertEventsCTE writes to q the common table expression e that inserts
+// events when the expression t returned a row, and returns its arguments.
+func insertEventsCTE(q *strings.Builder, events []turnEventRow) []any {
+	args := make([]any, 0, 5*len(events))
+	q.WriteString(`e AS (INSERT INTO turn_events (turn_id, seq, type, data, created_at)
+SELECT v.* FROM (VALUES `)
+	for i, e := range events {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString(`(?::text, ?::bigint, ?::text, ?::text, ?::timestamptz)`)
+		args = append(args, e.TurnID, e.Seq, e.Type, e.Data, e.CreatedAt)
+	}
+	q.WriteString(`) AS v (turn_id, seq, type, data, created_at) WHERE EXISTS (SELECT 1 FROM t)
+ON CONFLICT DO NOTHING RETURNING 1)`)
+	return args
 }
 
 func insertEvents(tx *gorm.DB, rows []turnEventRow) error {
@@ -259,7 +306,7 @@ WHERE id = ? AND fence = ? AND state = 'running' RETURNING conversation_id`
 		convSet = `session_id = ?, session_host = ?, run_dir = ?, backend = ?, model = ?, session = ?, seeded_reason = ?, updated_at = ?`
 		convArgs = []any{si.SessionID, si.SessionHost, si.RunDir, si.Backend, si.Model, string(si.Session), si.SeededReason, at}
 	}
-	if s.dialect == dialectPostgres && len(events) <= finishEventsInline {
+	if s.dialect == dialectPostgres && len(events) <= eventsInline {
 		err = s.finishInOneStatement(ctx, turnUpdate, turnArgs, convSet, convArgs, events)
 	} else {
 		err = s.transaction(ctx, func(tx *gorm.DB) error {
@@ -285,8 +332,9 @@ WHERE id = ? AND fence = ? AND state = 'running' RETURNING conversation_id`
 	return nil
 }
 
-// finishEventsInline is the most final events finishInOneStatement carries.
-const finishEventsInline = 100
+// eventsInline is the most events appendInOneStatement and
+// finishInOneStatement carry.
+const eventsInline = 100
 
 // finishInOneStatement is FinishTurn's transaction as one Postgres
 // statement: the turn's fenced update, then, through its result, the
@@ -300,17 +348,8 @@ c AS (UPDATE conversations SET ` + convSet + ` FROM t WHERE conversations.id = t
 	args := append(append([]any{}, turnArgs...), convArgs...)
 	if len(events) > 0 {
 		q.WriteString(`,
-e AS (INSERT INTO turn_events (turn_id, seq, type, data, created_at)
-SELECT v.* FROM (VALUES `)
-		for i, e := range events {
-			if i > 0 {
-				q.WriteString(", ")
-			}
-			q.WriteString(`(?::text, ?::bigint, ?::text, ?::text, ?::timestamptz)`)
-			args = append(args, e.TurnID, e.Seq, e.Type, e.Data, e.CreatedAt)
-		}
-		q.WriteString(`) AS v (turn_id, seq, type, data, created_at) WHERE EXISTS (SELECT 1 FROM t)
-ON CONFLICT DO NOTHING RETURNING 1)`)
+`)
+		args = append(args, insertEventsCTE(&q, events)...)
 	}
 	q.WriteString(`
 SELECT conversation_id FROM t`)
