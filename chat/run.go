@@ -192,7 +192,7 @@ func (r *run) execute(ctx context.Context) (Outcome, error) {
 		Session:    p.session,
 		Dir:        p.dir,
 		Prompt:     QuestionPrompt(ask),
-		System:     System(),
+		System:     s.system,
 		Schema:     json.RawMessage(AnswerSchema),
 		Model:      p.model,
 		Endpoint:   p.endpoint,

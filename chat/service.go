@@ -155,6 +155,9 @@ type Service struct {
 	comments        CommentStore
 	forges          map[string]Forge
 	commentObserver CommentObserver
+	// system is System(), built once: every running turn's request holds
+	// it for the turn's life.
+	system string
 
 	inflight sync.Map // turn id -> its run's fence (int64) once claimed: runs of this process
 	repos    repoCache
@@ -171,6 +174,7 @@ func NewService(cfg Config, d Deps) (*Service, error) {
 	}
 	s := &Service{
 		cfg:             cfg,
+		system:          System(),
 		store:           d.Store,
 		queue:           d.Queue,
 		hosts:           d.Hosts,
