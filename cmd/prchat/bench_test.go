@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/prchat/prchat/cmd/prchat/bench"
+	"github.com/prchat/prchat/store/storetest"
+	"github.com/prchat/prchat/worker/workertest"
 )
 
 // TestBenchChild is no test of its own: it is the daemon under test of
@@ -41,7 +43,7 @@ func TestBench(t *testing.T) {
 	var cfg bench.Config
 	fs := flag.NewFlagSet("prchat bench", flag.ContinueOnError)
 	cfg.AddFlags(fs)
-	if err := parseFlags(fs, []string{"--duration", "1s", "--clients", "8", "--turns", "10", "--subscribers", "10"}, os.Stderr); err != nil {
+	if err := parseFlags(fs, []string{"--duration", "1s", "--clients", "8", "--turns", "10", "--subscribers", "10", "--running-turns", "10"}, os.Stderr); err != nil {
 		t.Fatal(err)
 	}
 	cfg.Command = []string{os.Args[0], "-test.run=^TestBenchChild$", "--"}
@@ -55,7 +57,7 @@ func TestBench(t *testing.T) {
 		t.Fatalf("bench: %v\nstdout:\n%s\nstderr:\n%s", err, &out, &logs)
 	}
 	// A figure: a number with its unit, or two ("p50 / p99"); never n/a.
-	figure := regexp.MustCompile(`^\d+(\.\d+)?( ms| MB| KB)?( / \d+(\.\d+)? ms)?$`)
+	figure := regexp.MustCompile(`^\d+(\.\d+)?( ms| MB| KB| s)?( / \d+(\.\d+)? ms)?$`)
 	for _, want := range []struct{ section, measure string }{
 		{"memory P7", "idle serve RSS"},
 		{"memory P7", "idle serve CPU"},
@@ -70,6 +72,10 @@ func TestBench(t *testing.T) {
 		{"throughput P3", "turns/s settled, 1 serve"},
 		{"events", "10 subscribers on 1 turn: delivery p50 / p99"},
 		{"events", "10 subscribers: serve RSS per subscriber"},
+		{"running", "10 turns asked → all running on serve"},
+		{"running", "RSS per running turn"},
+		{"running", "CPU per running turn per second"},
+		{"running", "delivery p50 / p99, serve to 10 subscribers on serve"},
 	} {
 		value, ok := reportValue(out.String(), want.section, want.measure)
 		switch {
@@ -81,6 +87,61 @@ func TestBench(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "did not succeed") || strings.Contains(out.String(), "operations failed") {
 		t.Errorf("the bench reports failures:\n%s", &out)
+	}
+	if v, _ := reportValue(out.String(), "running", "turns lost / answered twice"); v != "0 / 0 / 0" {
+		t.Errorf("running: turns lost / answered twice / streams not ended with done = %q, want 0 / 0 / 0:\n%s", v, &out)
+	}
+}
+
+// TestBenchRunning runs the running phase tiny on the test Postgres and
+// Redis: a loaded worker, its heartbeat, its kill and the takeover of its
+// turns by a spare worker, and checks that the figures are printed and no
+// turn was lost or answered twice. It asserts no timings.
+func TestBenchRunning(t *testing.T) {
+	if os.Getenv("PRCHAT_TEST_BENCH") != "1" {
+		t.Skip("boots daemons for half a minute; set PRCHAT_TEST_BENCH=1")
+	}
+	dbURL := os.Getenv(storetest.EnvDatabaseURL)
+	if dbURL == "" || os.Getenv(workertest.EnvRedisURL) == "" {
+		t.Skip("needs the test Postgres and Redis")
+	}
+	var cfg bench.Config
+	fs := flag.NewFlagSet("prchat bench", flag.ContinueOnError)
+	cfg.AddFlags(fs)
+	args := []string{"--only", "running", "--duration", "1s", "--running-turns", "10",
+		"--database-url", dbURL, "--redis-url", workertest.RedisURL(t)}
+	if err := parseFlags(fs, args, os.Stderr); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Command = []string{os.Args[0], "-test.run=^TestBenchChild$", "--"}
+	cfg.Env = []string{"PRCHAT_BENCH_CHILD=1"}
+	cfg.Settle = 500 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, logs bytes.Buffer
+	if err := bench.Run(ctx, cfg, &out, &logs); err != nil {
+		t.Fatalf("bench: %v\nstdout:\n%s\nstderr:\n%s", err, &out, &logs)
+	}
+	figure := regexp.MustCompile(`^\d+(\.\d+)?( ms| KB| s)?( / \d+(\.\d+)? (ms|s))?$`)
+	for _, measure := range []string{
+		"10 turns asked → all running on worker-busy",
+		"RSS per running turn",
+		"CPU per running turn per second",
+		"delivery p50 / p99, worker-busy to 10 subscribers on api",
+		"heartbeat of worker-busy: gap between beats p50 / max",
+		"takeover: SIGKILL → all 10 running on worker-spare or settled",
+		"SIGKILL → all settled",
+	} {
+		value, ok := reportValue(out.String(), "running", measure)
+		switch {
+		case !ok:
+			t.Errorf("no %q line:\n%s", measure, &out)
+		case !figure.MatchString(value):
+			t.Errorf("%q: value %q is no figure", measure, value)
+		}
+	}
+	if v, _ := reportValue(out.String(), "running", "turns lost / answered twice"); v != "0 / 0 / 0" {
+		t.Errorf("turns lost / answered twice / streams not ended with done = %q, want 0 / 0 / 0:\n%s", v, &out)
 	}
 }
 

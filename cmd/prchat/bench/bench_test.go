@@ -62,6 +62,8 @@ func TestFlags(t *testing.T) {
 		{[]string{"--duration", "1ms"}, "--duration must be between"},
 		{[]string{"--turns", "0"}, "--turns must be between"},
 		{[]string{"--concurrency", "1001"}, "--concurrency must be between"},
+		{[]string{"--running-turns", "0"}, "--running-turns must be between"},
+		{[]string{"--running-turns", "1001"}, "--running-turns must be between"},
 	} {
 		if _, err := parse(bad.args...); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%q: %v, want an error with %q", bad.args, err, bad.want)
@@ -241,5 +243,75 @@ func TestProcessFigures(t *testing.T) {
 	}
 	if _, err := processRSS(-1); err == nil {
 		t.Error("RSS of no process: no error")
+	}
+}
+
+// TestBeatLog: the beats are read off the heartbeat key's TTL, whenever the
+// bench looked, and the key counts as gone only once the worker was killed.
+func TestBeatLog(t *testing.T) {
+	t.Parallel()
+	l := &beatLog{done: make(chan struct{})}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	read := func(at, beat time.Duration) { l.add(t0.Add(at), heartbeatTTL-(at-beat)) }
+	// Beats at 0, 3 and 7 s, read at irregular times, a little jitter.
+	read(100*time.Millisecond, 0)
+	read(1200*time.Millisecond, time.Millisecond)
+	read(3050*time.Millisecond, 3*time.Second)
+	read(6900*time.Millisecond, 3*time.Second-2*time.Millisecond)
+	l.add(t0.Add(7*time.Second), -2) // a flush took it: not gone yet
+	read(7100*time.Millisecond, 7*time.Second)
+	gaps, least := l.gaps(t0, t0.Add(8*time.Second))
+	if diff := cmp.Diff(durations{3 * time.Second, 4 * time.Second}, gaps); diff != "" {
+		t.Errorf("gaps (-want +got):\n%s", diff)
+	}
+	if want := heartbeatTTL - 3902*time.Millisecond; least != want {
+		t.Errorf("least TTL left %v, want %v", least, want)
+	}
+	if !l.gone.IsZero() {
+		t.Error("a key gone before the kill counts as expired")
+	}
+	l.untilGone()
+	l.add(t0.Add(16*time.Second), -2)
+	if got := l.goneAt(); !got.Equal(t0.Add(16 * time.Second)) {
+		t.Errorf("gone at %v, want 16s in", got)
+	}
+}
+
+// TestRunningShape: the running phase's turns outlast its window, and the
+// kill with a takeover.
+func TestRunningShape(t *testing.T) {
+	t.Parallel()
+	for _, d := range []time.Duration{time.Second, 10 * time.Second} {
+		alone := time.Duration(runningEvents(d, false)) * runningInterval
+		taken := time.Duration(runningEvents(d, true)) * runningInterval
+		if alone < d+5*time.Second || taken < 2*d+10*time.Second {
+			t.Errorf("window %v: turns stream %v alone, %v with a takeover; too short", d, alone, taken)
+		}
+	}
+	if runningHold(1000) > 30*time.Second || runningHold(200) < 2*time.Second {
+		t.Errorf("hold %v for 1000 turns, %v for 200", runningHold(1000), runningHold(200))
+	}
+}
+
+// TestSubscriberLatencies: the latencies are split at the kill; the events
+// sent before the asks are left out.
+func TestSubscriberLatencies(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ev := func(at, lat time.Duration) sentEvent { return sentEvent{sent: t0.Add(at), lat: lat} }
+	s := &subscribers{events: [][]sentEvent{
+		{ev(-time.Second, 9), ev(time.Second, 1), ev(5*time.Second, 5)},
+		{ev(2*time.Second, 2), ev(6*time.Second, 6)},
+	}}
+	in, later := s.latencies(t0, t0.Add(5*time.Second), t0.Add(5*time.Second))
+	if diff := cmp.Diff(durations{1, 2}, in); diff != "" {
+		t.Errorf("before the kill (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(durations{5, 6}, later); diff != "" {
+		t.Errorf("after the kill (-want +got):\n%s", diff)
+	}
+	s.finals, s.errs = []string{"done", "error"}, []error{nil, nil}
+	if n, err := s.failed(); n != 1 || err == nil {
+		t.Errorf("failed = %d, %v; want 1 with an error", n, err)
 	}
 }
