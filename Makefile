@@ -9,10 +9,11 @@ GO ?= go
 test:
 	$(GO) test -count=1 -timeout 30m ./...
 
-# test-bench runs the whole bench in a tiny configuration (it boots daemons
-# for a while; .ci/run runs it after test).
+# test-bench runs the whole bench in a tiny configuration, and its running
+# phase (kill and takeover) on the real Postgres and Redis when set (it boots
+# daemons for a while; .ci/run runs it after test).
 test-bench:
-	PRCHAT_TEST_BENCH=1 $(GO) test -count=1 -timeout 10m -run '^TestBench$$' ./cmd/prchat
+	PRCHAT_TEST_BENCH=1 $(GO) test -count=1 -timeout 10m -run '^TestBench(Running)?$$' ./cmd/prchat
 
 # test-chaos runs the fault-injection suite (cmd/prchat/chaos): its own
 # Postgres and Redis, prchat processes it kills, stalls, stops and flushes.

@@ -46,7 +46,7 @@ Commands:
   ask       ask a question about a pull request's review and print the answer
   review    record a review version from an agent session you ran yourself
   token     make, list and revoke API tokens
-  bench     measure intake, overhead, throughput, memory and live events
+  bench     measure intake, overhead, throughput, memory, live events and running turns
 
 Run 'prchat <command> --help' for the settings of a command.
 `
