@@ -527,7 +527,7 @@ func (b *bencher) run(ctx context.Context) error {
 			}
 		}
 	}
-	if c.has(phaseThroughput) || c.has(phaseEvents) || c.has(phaseIntake) {
+	if c.has(phaseThroughput) || c.has(phaseEvents) || c.has(phaseIntake) || c.has(phaseMemory) {
 		if !split && c.has(phaseThroughput) {
 			b.rep.note("throughput with 2 worker processes needs --redis-url (and --database-url): the embedded Redis lives inside one serve process")
 		}
@@ -569,6 +569,16 @@ func (b *bencher) runSplit(ctx context.Context) error {
 		if _, _, err := b.drain(ctx, b.drainLimit()); err != nil {
 			return fmt.Errorf("intake: wait for the asked turns: %w", err)
 		}
+	}
+	if c.has(phaseMemory) {
+		// Settled, with nothing asked: what the worker's idle polls,
+		// heartbeats and reconciler cost, and the api's beside it.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(b.cfg.Settle):
+		}
+		b.idleCPU(ctx, w1, api)
 	}
 	if c.has(phaseThroughput) {
 		if err := b.throughput(ctx, "api + 1 worker", api, []*benchDaemon{api, w1}); err != nil {

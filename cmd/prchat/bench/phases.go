@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"runtime/pprof"
@@ -146,20 +145,29 @@ func (b *bencher) idleMemory(ctx context.Context, serve *benchDaemon) {
 	}
 	b.rep.add("memory P7", what, mb(rss), "< 60 MB", verdict(rss < 60<<20))
 
-	cpu0, err := serve.cpu()
+	b.idleCPU(ctx, serve)
+}
+
+// idleCPU measures the CPU the daemons use, per second, while nothing is
+// asked, over the settle time, and reports it (memory P7).
+func (b *bencher) idleCPU(ctx context.Context, daemons ...*benchDaemon) {
+	cpu0 := cpuTimes(daemons)
 	t0 := time.Now()
 	select {
 	case <-ctx.Done():
 		return
 	case <-time.After(b.cfg.Settle):
 	}
-	cpu1, err1 := serve.cpu()
-	if err = cmp.Or(err, err1); err != nil {
-		b.rep.note("idle CPU: " + err.Error())
-		return
+	cpu1 := cpuTimes(daemons)
+	took := time.Since(t0).Seconds()
+	for i, d := range daemons {
+		if cpu0[i] < 0 || cpu1[i] < 0 {
+			b.rep.note("idle CPU of " + d.name + ": unknown")
+			continue
+		}
+		perSecond := time.Duration(float64(cpu1[i]-cpu0[i]) / took)
+		b.rep.add("memory P7", fmt.Sprintf("  idle %s CPU, per second (over %s)", d.name, b.cfg.Settle), ms(perSecond), "", "")
 	}
-	perSecond := time.Duration(float64(cpu1-cpu0) / time.Since(t0).Seconds())
-	b.rep.add("memory P7", fmt.Sprintf("  idle serve CPU, per second (over %s)", b.cfg.Settle), ms(perSecond), "", "")
 }
 
 // intake measures the floor and the HTTP intake of the serve daemon in
