@@ -33,6 +33,21 @@
 // Redis set prchat:rescues:<turn id> so that Cancel and the Reconciler find
 // them.
 //
+// # Polling and wake-ups
+//
+// asynq polls a worker's queues, one Redis script call per queue, and
+// cannot be woken. The Server gives asynq a client (idlePoller) that holds
+// the first poll of a round that follows an empty one: for
+// ServerConfig.TaskCheckInterval (PRCHAT_POLL_INTERVAL, 5ms) while the
+// queues have been empty for less than a second, then for
+// IdlePollInterval (PRCHAT_IDLE_POLL_INTERVAL, 1s). A wake-up ends the
+// wait at once: every job a Queue enqueues is announced on the Redis
+// pub/sub channel WakeChannel (prchat:wake:<db>:<queue>; published by a
+// background goroutine, coalesced, off the caller's path), to which each
+// Server subscribes on one connection; a retry or scheduled job that
+// asynq's forwarder makes pending wakes its own worker. A lost wake-up
+// costs at most one idle interval; Stop ends a wait under way.
+//
 // # Identity
 //
 // Each worker process has an id (PRCHAT_WORKER_ID, by default its host name)

@@ -118,6 +118,7 @@ type Queue struct {
 	insp   *asynq.Inspector
 	cfg    QueueConfig
 	log    *slog.Logger
+	wake   *wakeups
 }
 
 var _ chat.Queue = (*Queue)(nil)
@@ -138,6 +139,7 @@ func NewQueue(rdb redis.UniversalClient, cfg QueueConfig) (*Queue, error) {
 		insp:   asynq.NewInspectorFromRedisClient(rdb),
 		cfg:    cfg,
 		log:    cfg.Logger,
+		wake:   &wakeups{rdb: rdb, db: redisDB(rdb), log: cfg.Logger},
 	}, nil
 }
 
@@ -206,6 +208,7 @@ func (q *Queue) enqueue(ctx context.Context, turnID, taskID, queue string) (bool
 	case err != nil:
 		return false, fmt.Errorf("enqueue turn %s on %s: %w", turnID, queue, err)
 	}
+	q.wake.notify(queue)
 	q.log.DebugContext(ctx, "turn job queued", slog.String("turn", turnID), slog.String("task", taskID), slog.String("queue", queue))
 	return true, nil
 }
@@ -229,8 +232,12 @@ func (q *Queue) RemoveRunDir(ctx context.Context, host, dir string) error {
 	sum := sha256.Sum256([]byte(dir))
 	_, err = q.client.EnqueueContext(ctx, asynq.NewTask(RemoveRunDirType, body),
 		asynq.TaskID("rundir:"+hex.EncodeToString(sum[:12])), asynq.Queue(queue), asynq.MaxRetry(3), asynq.Timeout(time.Minute))
-	if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
+	switch {
+	case errors.Is(err, asynq.ErrTaskIDConflict):
+	case err != nil:
 		return fmt.Errorf("remove run directory on %s: %w", queue, err)
+	default:
+		q.wake.notify(queue)
 	}
 	return nil
 }

@@ -30,10 +30,10 @@ type TurnRunner interface {
 	Release(ctx context.Context, turnID string) error
 }
 
-// DefaultTaskCheckInterval is the idle poll interval of a worker. asynq
-// cannot be woken by an enqueue, so the wait of a turn that arrives at an
-// idle worker is up to one and a half of it; 5ms keeps prchat's own part of
-// a turn under 10ms at one or two Redis script calls per poll.
+// DefaultTaskCheckInterval is how long a worker whose queues just emptied
+// waits for a wake-up before it looks at them again. A turn enqueued by a
+// Queue wakes it at once; 5ms bounds the wait of a job whose wake-up was
+// lost at one or two Redis script calls per look.
 const DefaultTaskCheckInterval = 5 * time.Millisecond
 
 // ServerConfig configures a Server.
@@ -43,12 +43,17 @@ type ServerConfig struct {
 	Identity Identity
 	// Concurrency is how many turns run at once. Default 4.
 	Concurrency int
-	// TaskCheckInterval is how long an idle worker waits before looking for
-	// new jobs again (asynq sleeps between a half and one and a half of it,
-	// and cannot be woken by an enqueue). Default 5ms, so a turn starts
-	// within milliseconds; every idle poll is one Redis script call per
-	// queue consumed.
+	// TaskCheckInterval is how long a worker whose queues just emptied
+	// waits before it looks at them again, unless a wake-up (a job
+	// enqueued by a Queue, see WakeChannel) ends the wait at once. Default
+	// 5ms; every look is one Redis script call per queue consumed.
 	TaskCheckInterval time.Duration
+	// IdlePollInterval replaces TaskCheckInterval once the queues have
+	// been empty for a second: an idle worker looks this often, and at
+	// once on a wake-up. It bounds the wait of a job whose wake-up was
+	// lost (the subscription down) or never sent (a job that asynq itself
+	// moved back to pending). Default 1s, at most 10s.
+	IdlePollInterval time.Duration
 	// Policy is the turns' policy, as the chat.Service has it. A sole
 	// worker (prchat serve's, on its embedded Redis), to which chat routes
 	// no turn by host, consumes the shared queue alone: one queue is one
@@ -79,6 +84,7 @@ type ServerConfig struct {
 func (c ServerConfig) withDefaults() ServerConfig {
 	c.Concurrency = cmp.Or(c.Concurrency, 4)
 	c.TaskCheckInterval = cmp.Or(c.TaskCheckInterval, DefaultTaskCheckInterval)
+	c.IdlePollInterval = cmp.Or(c.IdlePollInterval, DefaultIdlePollInterval)
 	c.DelayedTaskCheckInterval = cmp.Or(c.DelayedTaskCheckInterval, 500*time.Millisecond)
 	c.RetryDelay = cmp.Or(c.RetryDelay, 500*time.Millisecond)
 	c.MaxRetryDelay = cmp.Or(c.MaxRetryDelay, 2*time.Second)
@@ -96,6 +102,8 @@ func (c ServerConfig) validate() error {
 		return fmt.Errorf("worker concurrency %d is outside 1..1000", c.Concurrency)
 	case c.TaskCheckInterval < time.Millisecond:
 		return fmt.Errorf("task check interval %v is under 1ms", c.TaskCheckInterval)
+	case c.IdlePollInterval < c.TaskCheckInterval || c.IdlePollInterval > 10*time.Second:
+		return fmt.Errorf("idle poll interval %v is outside the task check interval %v..10s", c.IdlePollInterval, c.TaskCheckInterval)
 	case c.DelayedTaskCheckInterval < 10*time.Millisecond:
 		return fmt.Errorf("delayed task check interval %v is under 10ms", c.DelayedTaskCheckInterval)
 	case c.RetryDelay <= 0 || c.MaxRetryDelay < c.RetryDelay:
@@ -118,6 +126,7 @@ type Server struct {
 	lc       *lifecycle
 	queue    *Queue             // for the jobs of turns handed on
 	srv      *asynq.Server      // set by Start
+	poller   *idlePoller        // asynq's client; set by Start
 	cancel   context.CancelFunc // of the handlers' base context
 	hurry    chan struct{}      // closed by Hurry
 	hurried  sync.Once
@@ -165,6 +174,15 @@ func (s *Server) queues() map[string]int {
 	return map[string]int{HostQueue(s.cfg.Identity.ID): 2, SharedQueue: 1}
 }
 
+// pollOrder is the order in which asynq polls the queues (strict
+// priority).
+func (s *Server) pollOrder() []string {
+	if s.cfg.Policy.SoleWorker {
+		return []string{SharedQueue}
+	}
+	return []string{HostQueue(s.cfg.Identity.ID), SharedQueue}
+}
+
 // Start starts taking jobs. Handlers run under a context that keeps ctx's
 // values but not its cancellation; when ctx ends, the Server stops as if
 // Stop were called.
@@ -178,10 +196,14 @@ func (s *Server) Start(ctx context.Context) error {
 // begin starts the asynq server.
 func (s *Server) begin(ctx context.Context) error {
 	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	srv := asynq.NewServerFromRedisClient(s.rdb, asynq.Config{
+	// asynq polls through the idlePoller, which does the waiting between
+	// polls (TaskCheckInterval, IdlePollInterval) and ends it on a wake-up.
+	poller := newIdlePoller(s.rdb, s.pollOrder(), s.cfg.TaskCheckInterval, s.cfg.IdlePollInterval, s.log)
+	poller.listen()
+	srv := asynq.NewServerFromRedisClient(poller, asynq.Config{
 		Concurrency:              s.cfg.Concurrency,
 		BaseContext:              func() context.Context { return base },
-		TaskCheckInterval:        s.cfg.TaskCheckInterval,
+		TaskCheckInterval:        asynqCheckInterval,
 		DelayedTaskCheckInterval: s.cfg.DelayedTaskCheckInterval,
 		RetryDelayFunc:           s.retryDelay,
 		// A run that ended because the database was unreachable has not
@@ -206,13 +228,14 @@ func (s *Server) begin(ctx context.Context) error {
 	mux.HandleFunc(RemoveRunDirType, s.removeRunDir)
 	if err := srv.Start(mux); err != nil {
 		cancel()
+		poller.release()
 		return fmt.Errorf("start worker server: %w", err)
 	}
-	s.srv, s.cancel = srv, cancel
+	s.srv, s.cancel, s.poller = srv, cancel, poller
 	s.log.InfoContext(ctx, "worker server started",
 		slog.String("runner", s.Runner()), slog.Int("concurrency", s.cfg.Concurrency),
 		slog.Any("queues", slices.Sorted(maps.Keys(s.queues()))),
-		slog.Duration("poll_interval", s.cfg.TaskCheckInterval))
+		slog.Duration("poll_interval", s.cfg.TaskCheckInterval), slog.Duration("idle_poll_interval", s.cfg.IdlePollInterval))
 	return nil
 }
 
@@ -301,7 +324,8 @@ func (s *Server) Hurry() { s.hurried.Do(func() { close(s.hurry) }) }
 // twice, and before Start.
 func (s *Server) Stop() {
 	s.lc.stop(nil, func() {
-		s.srv.Stop() // take no more jobs
+		s.poller.release() // asynq's Stop waits for a poll held under way
+		s.srv.Stop()       // take no more jobs
 		s.mu.Lock()
 		s.draining = true
 		s.mu.Unlock()

@@ -63,6 +63,7 @@ type Config struct {
 	ReconcileInterval                           time.Duration
 	ShutdownGrace                               time.Duration
 	PollInterval                                time.Duration
+	IdlePollInterval                            time.Duration
 	LogFormat                                   string
 	LogLevel                                    string
 	// BenchAgent registers the zero-latency agent of `prchat bench` as
@@ -155,6 +156,20 @@ func durationAtLeast(least time.Duration, p func(*Config) *time.Duration) func(*
 	}
 }
 
+// durationBetween is duration for a setting with bounds.
+func durationBetween(least, most time.Duration, p func(*Config) *time.Duration) func(*Config, string) error {
+	parse := durationAtLeast(least, p)
+	return func(c *Config, v string) error {
+		if err := parse(c, v); err != nil {
+			return err
+		}
+		if *p(c) > most {
+			return fmt.Errorf("%s is over %s", *p(c), most)
+		}
+		return nil
+	}
+}
+
 func defaultDataDir() string {
 	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
 		return filepath.Join(d, "prchat")
@@ -235,7 +250,8 @@ func settings() []setting {
 		{env: "PRCHAT_LITELLM_BASE_URL", def: "http://127.0.0.1:4000/v1", help: "LiteLLM proxy's endpoint (provider litellm)", set: str(func(c *Config) *string { return &c.LiteLLMBaseURL })},
 		{env: "PRCHAT_LITELLM_API_KEY", def: "", help: "API key (virtual key) for the litellm provider", set: str(func(c *Config) *string { return &c.LiteLLMAPIKey })},
 		{env: "PRCHAT_LITELLM_MODEL", def: "", help: "default model of the litellm provider", set: str(func(c *Config) *string { return &c.LiteLLMModel })},
-		{env: "PRCHAT_POLL_INTERVAL", def: worker.DefaultTaskCheckInterval.String(), help: "how long an idle worker waits before it looks for new turns again (each look is one Redis script call per queue)", set: durationAtLeast(time.Millisecond, func(c *Config) *time.Duration { return &c.PollInterval })},
+		{env: "PRCHAT_POLL_INTERVAL", def: worker.DefaultTaskCheckInterval.String(), help: "how long a worker whose queues just emptied waits before it looks for new turns again, unless an enqueue wakes it (each look is one Redis script call per queue)", set: durationAtLeast(time.Millisecond, func(c *Config) *time.Duration { return &c.PollInterval })},
+		{env: "PRCHAT_IDLE_POLL_INTERVAL", def: worker.DefaultIdlePollInterval.String(), help: "how often a worker whose queues have been empty for a second looks at them when no enqueue wakes it (1ms..10s, and no less than PRCHAT_POLL_INTERVAL; bounds a turn's wait when a wake-up is lost)", set: durationBetween(time.Millisecond, 10*time.Second, func(c *Config) *time.Duration { return &c.IdlePollInterval })},
 		{env: "PRCHAT_SHUTDOWN_GRACE", def: "10s", help: "how long a stopping worker lets its running turns finish before it hands them to a live worker (a second SIGTERM ends it at once)", set: durationAtLeast(time.Millisecond, func(c *Config) *time.Duration { return &c.ShutdownGrace })},
 		{env: "PRCHAT_RECONCILE_INTERVAL", def: "5s", help: "how often the reconciler looks for lost or stuck turns", set: duration(func(c *Config) *time.Duration { return &c.ReconcileInterval })},
 		{env: "PRCHAT_LOG_FORMAT", def: "text", help: "log format: text or json", set: str(func(c *Config) *string { return &c.LogFormat })},

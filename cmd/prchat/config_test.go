@@ -44,6 +44,7 @@ func TestSettingsFromEnvironmentAndFlags(t *testing.T) {
 	for _, bad := range []struct{ env, value, want string }{
 		{"PRCHAT_POLL_INTERVAL", "500us", "PRCHAT_POLL_INTERVAL (--poll-interval): 500µs is under 1ms"},
 		{"PRCHAT_POLL_INTERVAL", "soon", "PRCHAT_POLL_INTERVAL (--poll-interval): not a duration"},
+		{"PRCHAT_IDLE_POLL_INTERVAL", "1m", "PRCHAT_IDLE_POLL_INTERVAL (--idle-poll-interval): 1m0s is over 10s"},
 		{"PRCHAT_CONCURRENCY", "many", "PRCHAT_CONCURRENCY (--concurrency): not a whole number"},
 	} {
 		_, err := loadConfig("serve", nil, func(k string) string {

@@ -303,6 +303,7 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 			Identity:          id,
 			Concurrency:       cfg.Concurrency,
 			TaskCheckInterval: cfg.PollInterval,
+			IdlePollInterval:  max(cfg.IdlePollInterval, cfg.PollInterval),
 			Policy:            policy,
 			ShutdownGrace:     cfg.ShutdownGrace,
 			RemoveRunDir:      deps.Workspaces.Remove,

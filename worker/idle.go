@@ -1,0 +1,363 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultIdlePollInterval is how often a worker whose queues have been
+// empty for idleAfter looks at them when no wake-up comes.
+const DefaultIdlePollInterval = time.Second
+
+// idleAfter is how long a worker's queues stay empty before it polls at
+// the idle interval instead of the poll interval.
+const idleAfter = time.Second
+
+// asynqCheckInterval is the TaskCheckInterval the Server gives asynq: asynq
+// sleeps a half to one and a half of it, uninterruptibly, after every poll
+// that found the queues empty. The Server's wait is the idlePoller's, which
+// a wake-up ends, so asynq's is kept short.
+const asynqCheckInterval = time.Millisecond
+
+// wakeHealthCheck is how long the wake-up subscription may stay silent
+// before it is pinged; a ping unanswered for as long again makes it
+// reconnect.
+const wakeHealthCheck = 10 * time.Second
+
+// WakeChannel is the Redis pub/sub channel on which a Queue announces that
+// queue of Redis database db got a job, so that the workers consuming it
+// look at once. Pub/sub channels are not per database, hence db.
+func WakeChannel(db int, queue string) string {
+	return "prchat:wake:" + strconv.Itoa(db) + ":" + queue
+}
+
+// redisDB is the database rdb selects: that of its options, 0 for a
+// client that has none (a cluster has database 0 only).
+func redisDB(rdb redis.UniversalClient) int {
+	if c, ok := rdb.(interface{ Options() *redis.Options }); ok {
+		return c.Options().DB
+	}
+	return 0
+}
+
+// asynq's keys of a queue (asynq v0.26, internal/base).
+func asynqKey(queue, kind string) string { return "asynq:{" + queue + "}:" + kind }
+
+// idlePoller is the Redis client the Server gives asynq: the process's
+// client, through which every command passes unchanged, except that it
+// sees asynq's polls of the queues and makes the worker wait between them
+// the way asynq cannot be told to.
+//
+// asynq's processor polls the queues in order, one dequeue script call
+// each, and sleeps (asynqCheckInterval) when all were empty. When the last
+// poll found them empty, idlePoller holds the next poll of the first queue
+// until a wake-up comes or a wait passes: the poll interval while the
+// queues have been empty for less than idleAfter, then the idle poll
+// interval. A wake-up is a message on the WakeChannel of a queue consumed
+// (a Queue publishes one for every job it enqueues; the subscription
+// holds one connection) or a retry or scheduled job that asynq's forwarder
+// made pending. A wake-up makes the queues count as just emptied, so a
+// wake-up that came before its job was visible costs one poll interval,
+// not an idle one; a lost subscription only leaves the wait to its timer.
+// release ends a wait at once and for good, so that asynq's Stop, which
+// waits for the poll under way, is not delayed.
+type idlePoller struct {
+	redis.UniversalClient
+
+	queues   []string // in asynq's polling order
+	first    string   // pending key of the first queue polled
+	last     string   // ... and of the last
+	pending  map[string]bool
+	poll     time.Duration
+	idle     time.Duration
+	channels []string
+	log      *slog.Logger
+
+	wake    chan struct{} // a wake-up not yet taken; buffered 1
+	stop    chan struct{} // closed by release
+	once    sync.Once
+	stopped sync.WaitGroup // the subscription's goroutine
+
+	mu         sync.Mutex
+	ps         *redis.PubSub // the current subscription; nil once released
+	released   bool
+	lastEmpty  bool      // the last round of polls took no job
+	emptySince time.Time // when the queues were last found empty after taking a job or a wake-up
+	polls      int64     // dequeue calls, for tests
+	woken      int64     // holds a wake-up ended, for tests
+}
+
+// newIdlePoller returns the client asynq polls queues (in that order)
+// through, on rdb.
+func newIdlePoller(rdb redis.UniversalClient, queues []string, poll, idle time.Duration, log *slog.Logger) *idlePoller {
+	p := &idlePoller{
+		UniversalClient: rdb,
+		queues:          queues,
+		first:           asynqKey(queues[0], "pending"),
+		last:            asynqKey(queues[len(queues)-1], "pending"),
+		pending:         map[string]bool{},
+		poll:            poll,
+		idle:            idle,
+		log:             log,
+		wake:            make(chan struct{}, 1),
+		stop:            make(chan struct{}),
+	}
+	db := redisDB(rdb)
+	for _, q := range queues {
+		p.pending[asynqKey(q, "pending")] = true
+		p.channels = append(p.channels, WakeChannel(db, q))
+	}
+	return p
+}
+
+// EvalSha runs a script by its SHA, as the client does; asynq runs its
+// dequeue and forward scripts so.
+func (p *idlePoller) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	switch {
+	case p.isDequeue(keys):
+		return p.dequeue(ctx, sha, keys, args)
+	case len(keys) == 2 && p.pending[keys[1]]:
+		// asynq's forwarder: KEYS are a queue's scheduled or retry set and
+		// its pending list; the script returns how many jobs it moved.
+		cmd := p.UniversalClient.EvalSha(ctx, sha, keys, args...)
+		if n, err := cmd.Int64(); err == nil && n > 0 {
+			p.wakeUp()
+		}
+		return cmd
+	}
+	return p.UniversalClient.EvalSha(ctx, sha, keys, args...)
+}
+
+// isDequeue reports whether keys are those of asynq's dequeue script for
+// one of the queues: its pending list, paused flag, active list and lease
+// set.
+func (p *idlePoller) isDequeue(keys []string) bool {
+	if len(keys) != 4 || !p.pending[keys[0]] {
+		return false
+	}
+	q := keys[0][len("asynq:{") : len(keys[0])-len("}:pending")]
+	return keys[1] == asynqKey(q, "paused") && keys[2] == asynqKey(q, "active") && keys[3] == asynqKey(q, "lease")
+}
+
+// dequeue runs one poll of a queue, held first when it begins a round
+// after an empty one.
+func (p *idlePoller) dequeue(ctx context.Context, sha string, keys []string, args []any) *redis.Cmd {
+	if keys[0] == p.first {
+		p.hold()
+	}
+	cmd := p.UniversalClient.EvalSha(ctx, sha, keys, args...)
+	err := cmd.Err()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.polls++
+	switch {
+	case err == nil: // took a job
+		p.lastEmpty = false
+	case redis.HasErrorPrefix(err, "NOSCRIPT"):
+		// go-redis runs the script again by its text at once.
+	case !errors.Is(err, redis.Nil) || keys[0] == p.last:
+		// The round ended empty, or with an error (asynq does not sleep
+		// after one: the hold paces its next round).
+		if !p.lastEmpty {
+			p.emptySince = time.Now()
+		}
+		p.lastEmpty = true
+	}
+	return cmd
+}
+
+// hold waits before a round of polls that follows an empty one.
+func (p *idlePoller) hold() {
+	p.mu.Lock()
+	if !p.lastEmpty || p.released {
+		p.mu.Unlock()
+		return
+	}
+	wait := p.poll
+	if time.Since(p.emptySince) >= idleAfter {
+		wait = p.idle
+	}
+	p.mu.Unlock()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-p.wake:
+		p.mu.Lock()
+		p.emptySince = time.Now()
+		p.woken++
+		p.mu.Unlock()
+	case <-t.C:
+	case <-p.stop:
+	}
+}
+
+// wakeUp ends a hold under way, or the next one.
+func (p *idlePoller) wakeUp() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// counts are how many polls asynq made so far, and how many holds a
+// wake-up ended.
+func (p *idlePoller) counts() (polls, woken int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.polls, p.woken
+}
+
+// idling reports whether the queues have been empty for idleAfter, so that
+// the next hold lasts the idle interval.
+func (p *idlePoller) idling() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastEmpty && time.Since(p.emptySince) >= idleAfter
+}
+
+// listen subscribes to the wake-ups of the queues until release.
+func (p *idlePoller) listen() {
+	p.stopped.Add(1)
+	go func() {
+		defer p.stopped.Done()
+		for {
+			p.mu.Lock()
+			if p.released {
+				p.mu.Unlock()
+				return
+			}
+			// Subscribed outside the lock: it may wait for a connection.
+			ps := p.UniversalClient.Subscribe(context.Background())
+			p.ps = ps
+			p.mu.Unlock()
+			_ = ps.Subscribe(context.Background(), p.channels...)
+			p.receive(ps)
+			_ = ps.Close()
+		}
+	}()
+}
+
+// receive takes the wake-ups of ps until release, or until ps's
+// connection stops answering pings.
+func (p *idlePoller) receive(ps *redis.PubSub) {
+	ctx := context.Background()
+	pinged, pause := false, 50*time.Millisecond
+	for {
+		msg, err := ps.ReceiveTimeout(ctx, wakeHealthCheck)
+		select {
+		case <-p.stop:
+			return
+		default:
+		}
+		var ne net.Error
+		switch {
+		case err == nil:
+			pinged, pause = false, 50*time.Millisecond
+			switch msg.(type) {
+			case *redis.Message, *redis.Subscription:
+				// A (re)subscription may follow lost wake-ups: look once.
+				p.wakeUp()
+			}
+		case errors.As(err, &ne) && ne.Timeout():
+			if pinged {
+				p.log.Debug("wake-up subscription unanswered; reconnecting")
+				return
+			}
+			pinged = true
+			_ = ps.Ping(ctx)
+		default:
+			// go-redis reconnects on the next receive; meanwhile the
+			// worker polls at its idle interval.
+			p.log.Debug("wake-up subscription", slog.Any("err", err))
+			select {
+			case <-p.stop:
+				return
+			case <-time.After(pause):
+			}
+			pause = min(2*pause, time.Second)
+		}
+	}
+}
+
+// release ends a hold under way and every later one, and the
+// subscription. Safe to call twice.
+func (p *idlePoller) release() {
+	p.once.Do(func() {
+		p.mu.Lock()
+		p.released = true
+		ps := p.ps
+		p.mu.Unlock()
+		close(p.stop)
+		if ps != nil {
+			_ = ps.Close()
+		}
+		p.stopped.Wait()
+	})
+}
+
+// wakeups publishes the wake-ups of a Queue's jobs on their queues'
+// WakeChannel, off the caller's path: one goroutine at a time, which
+// coalesces the wake-ups that arrive while it publishes.
+type wakeups struct {
+	rdb redis.UniversalClient
+	db  int // redisDB(rdb)
+	log *slog.Logger
+
+	mu      sync.Mutex
+	queues  []string // to announce
+	running bool
+}
+
+// notify announces that queue got a job.
+func (w *wakeups) notify(queue string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, q := range w.queues {
+		if q == queue {
+			return
+		}
+	}
+	w.queues = append(w.queues, queue)
+	if !w.running {
+		w.running = true
+		go w.publish()
+	}
+}
+
+func (w *wakeups) publish() {
+	for {
+		w.mu.Lock()
+		queues := w.queues
+		w.queues = nil
+		if len(queues) == 0 {
+			w.running = false
+			w.mu.Unlock()
+			return
+		}
+		w.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		var err error
+		if len(queues) == 1 {
+			err = w.rdb.Publish(ctx, WakeChannel(w.db, queues[0]), "").Err()
+		} else {
+			_, err = w.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+				for _, q := range queues {
+					pipe.Publish(ctx, WakeChannel(w.db, q), "")
+				}
+				return nil
+			})
+		}
+		cancel()
+		if err != nil {
+			// The workers find the job at their next idle poll.
+			w.log.Debug("publish wake-up", slog.Any("queues", queues), slog.Any("err", err))
+		}
+	}
+}
