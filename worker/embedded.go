@@ -46,9 +46,11 @@ type EmbeddedRedis struct {
 	closed bool
 
 	// otherDB is set once a client selects a database other than 0, which
-	// answerIdlePoll cannot see into; idlePolls counts the polls it answered.
-	otherDB   atomic.Bool
-	idlePolls atomic.Int64
+	// answerIdlePoll cannot see into; idlePolls and idleForwards count the
+	// dequeue and forward scripts it answered.
+	otherDB      atomic.Bool
+	idlePolls    atomic.Int64
+	idleForwards atomic.Int64
 
 	stop chan struct{}
 	done chan struct{}
@@ -91,30 +93,43 @@ func (e *EmbeddedRedis) expire() {
 // changes nothing. A test fails if asynq's script changes.
 const dequeueScriptSHA = "a8153319360adc71cdc370107f8ab9786f204765"
 
-// answerIdlePoll answers asynq's dequeue script with nil, as the script
-// would, when the queue's pending list does not exist, so that an idle
-// worker's poll does not start a Lua VM: miniredis makes a new one for every
-// script call (about half a millisecond of CPU with its garbage), which at
-// one poll every few milliseconds was most of an idle serve's CPU. Any other
-// command, and a dequeue with jobs to take, goes on to miniredis.
+// forwardScriptSHA is the SHA1 of asynq's forward script (v0.26), called
+// with a queue's scheduled or retry set and its pending list as KEYS, every
+// DelayedTaskCheckInterval for each set. When the set does not exist the
+// script returns 0 and changes nothing. A test fails if it changes.
+const forwardScriptSHA = "522b1a6ae66fe79ea2f24a9af58798ab71879035"
+
+// answerIdlePoll answers asynq's dequeue script with nil, and its forward
+// script with 0, as the scripts would, when the list or set they take from
+// does not exist, so that an idle worker's polls do not start a Lua VM:
+// miniredis makes a new one for every script call (about half a
+// millisecond of CPU with its garbage), which at one poll every few
+// milliseconds was most of an idle serve's CPU. Any other command, and a
+// script with jobs to take, goes on to miniredis.
 func (e *EmbeddedRedis) answerIdlePoll(c *server.Peer, cmd string, args ...string) bool {
 	switch {
 	case cmd == "SELECT" && (len(args) != 1 || args[0] != "0"):
 		e.otherDB.Store(true)
 		return false
-	case cmd != "EVALSHA" || len(args) != 8 || args[0] != dequeueScriptSHA || args[1] != "4" || e.otherDB.Load():
+	case cmd != "EVALSHA" || len(args) != 8 || e.otherDB.Load():
 		return false
+	case args[0] == dequeueScriptSHA && args[1] == "4":
+		queue, ok := strings.CutSuffix(args[2], ":pending")
+		if !ok || args[3] != queue+":paused" || args[4] != queue+":active" || args[5] != queue+":lease" || e.m.DB(0).Exists(args[2]) {
+			return false
+		}
+		e.idlePolls.Add(1)
+		c.WriteNull()
+		return true
+	case args[0] == forwardScriptSHA && args[1] == "2":
+		if !strings.HasSuffix(args[3], ":pending") || e.m.DB(0).Exists(args[2]) {
+			return false
+		}
+		e.idleForwards.Add(1)
+		c.WriteInt(0)
+		return true
 	}
-	queue, ok := strings.CutSuffix(args[2], ":pending")
-	if !ok || args[3] != queue+":paused" || args[4] != queue+":active" || args[5] != queue+":lease" {
-		return false
-	}
-	if e.m.DB(0).Exists(args[2]) {
-		return false
-	}
-	e.idlePolls.Add(1)
-	c.WriteNull()
-	return true
+	return false
 }
 
 // URL is the redis:// URL of the server (database 0).

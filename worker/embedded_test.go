@@ -46,8 +46,9 @@ func TestEmbeddedRedisExpiresKeys(t *testing.T) {
 }
 
 // TestEmbeddedRedisAnswersIdlePolls: an idle worker's polls of its empty
-// queues are answered without running asynq's dequeue script, and jobs
-// still run at once, also on a database other than 0. The worker on
+// queues (and of its empty retry and scheduled sets) are answered without
+// running asynq's scripts, and jobs still run at once, and are retried,
+// also on a database other than 0. The worker on
 // database 0 connects in memory (Client), as serve's does; the other by TCP.
 func TestEmbeddedRedisAnswersIdlePolls(t *testing.T) {
 	t.Parallel()
@@ -72,16 +73,23 @@ func TestEmbeddedRedisAnswersIdlePolls(t *testing.T) {
 			t.Fatal(err)
 		}
 		env := env{rdb: rdb, queue: q, hosts: NewHosts(rdb, HostsConfig{})}
-		rec := newRecorder(nil)
+		rec := newRecorder(func(_ context.Context, turnID string, n int) error {
+			if turnID == "turn-retried" && n == 1 {
+				return errBoom
+			}
+			return nil
+		})
 		env.startServer(t, fmt.Sprintf("idle-%d", db), rec, nil)
 
 		time.Sleep(200 * time.Millisecond)
-		answered := e.idlePolls.Load()
+		answered, forwards := e.idlePolls.Load(), e.idleForwards.Load()
 		switch {
 		case db == 0 && answered < 10:
 			t.Fatalf("%d idle polls answered in 200ms at a 5ms interval; has asynq's dequeue script changed (dequeueScriptSHA)?", answered)
-		case db != 0 && answered != 0:
-			t.Fatalf("%d polls answered for a worker on database %d, whose lists the hook cannot see", answered, db)
+		case db == 0 && forwards < 2:
+			t.Fatalf("%d forwards answered in 200ms at a 50ms interval; has asynq's forward script changed (forwardScriptSHA)?", forwards)
+		case db != 0 && answered+forwards != 0:
+			t.Fatalf("%d polls and %d forwards answered for a worker on database %d, whose lists the hook cannot see", answered, forwards, db)
 		}
 		for i := range 3 {
 			turn := fmt.Sprintf("turn-%d", i)
@@ -90,6 +98,11 @@ func TestEmbeddedRedisAnswersIdlePolls(t *testing.T) {
 			}
 			eventually(t, 2*time.Second, "db "+strconv.Itoa(db)+": "+turn+" runs", func() bool { return rec.count(turn) == 1 })
 		}
+		// A job in the retry set is forwarded by the script itself.
+		if err := q.Enqueue(t.Context(), "turn-retried", ""); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 5*time.Second, "db "+strconv.Itoa(db)+": turn-retried runs again", func() bool { return rec.count("turn-retried") == 2 })
 	}
 }
 
