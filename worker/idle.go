@@ -82,6 +82,8 @@ type idlePoller struct {
 
 	wake    chan struct{} // a wake-up not yet taken; buffered 1
 	stop    chan struct{} // closed by release
+	ctx     context.Context
+	cancel  context.CancelFunc // of ctx, the subscription's; by release
 	once    sync.Once
 	stopped sync.WaitGroup // the subscription's goroutine
 
@@ -109,6 +111,7 @@ func newIdlePoller(rdb redis.UniversalClient, queues []string, poll, idle time.D
 		wake:            make(chan struct{}, 1),
 		stop:            make(chan struct{}),
 	}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
 	db := redisDB(rdb)
 	for _, q := range queues {
 		p.pending[asynqKey(q, "pending")] = true
@@ -234,10 +237,10 @@ func (p *idlePoller) listen() {
 				return
 			}
 			// Subscribed outside the lock: it may wait for a connection.
-			ps := p.UniversalClient.Subscribe(context.Background())
+			ps := p.UniversalClient.Subscribe(p.ctx)
 			p.ps = ps
 			p.mu.Unlock()
-			_ = ps.Subscribe(context.Background(), p.channels...)
+			_ = ps.Subscribe(p.ctx, p.channels...)
 			p.receive(ps)
 			_ = ps.Close()
 		}
@@ -247,7 +250,7 @@ func (p *idlePoller) listen() {
 // receive takes the wake-ups of ps until release, or until ps's
 // connection stops answering pings.
 func (p *idlePoller) receive(ps *redis.PubSub) {
-	ctx := context.Background()
+	ctx := p.ctx
 	pinged, pause := false, 50*time.Millisecond
 	for {
 		msg, err := ps.ReceiveTimeout(ctx, wakeHealthCheck)
@@ -295,6 +298,7 @@ func (p *idlePoller) release() {
 		ps := p.ps
 		p.mu.Unlock()
 		close(p.stop)
+		p.cancel() // a connection being dialled
 		if ps != nil {
 			_ = ps.Close()
 		}
