@@ -41,12 +41,14 @@
 // ServerConfig.TaskCheckInterval (PRCHAT_POLL_INTERVAL, 5ms) while the
 // queues have been empty for less than a second, then for
 // IdlePollInterval (PRCHAT_IDLE_POLL_INTERVAL, 1s). A wake-up ends the
-// wait at once: every job a Queue enqueues is announced on the Redis
-// pub/sub channel WakeChannel (prchat:wake:<db>:<queue>; published by a
-// background goroutine, coalesced, off the caller's path), to which each
-// Server subscribes on one connection; a retry or scheduled job that
-// asynq's forwarder makes pending wakes its own worker. A lost wake-up
-// costs at most one idle interval; Stop ends a wait under way.
+// wait at once: a job that a Queue enqueues on an empty queue is announced
+// on the Redis pub/sub channel WakeChannel (prchat:wake:<db>:<queue>;
+// published by a background goroutine, coalesced, off the caller's path;
+// a queue with jobs waiting has no worker waiting, so under load nothing
+// is published), to which each Server subscribes on one connection; a
+// retry or scheduled job that asynq's forwarder makes pending wakes its
+// own worker. A lost wake-up costs at most one idle interval; Stop ends a
+// wait under way.
 //
 // # Identity
 //

@@ -61,8 +61,8 @@ func asynqKey(queue, kind string) string { return "asynq:{" + queue + "}:" + kin
 // until a wake-up comes or a wait passes: the poll interval while the
 // queues have been empty for less than idleAfter, then the idle poll
 // interval. A wake-up is a message on the WakeChannel of a queue consumed
-// (a Queue publishes one for every job it enqueues; the subscription
-// holds one connection) or a retry or scheduled job that asynq's forwarder
+// (a Queue publishes one for a job it enqueues on an empty queue; the
+// subscription holds one connection) or a retry or scheduled job that asynq's forwarder
 // made pending. A wake-up makes the queues count as just emptied, so a
 // wake-up that came before its job was visible costs one poll interval,
 // not an idle one; a lost subscription only leaves the wait to its timer.

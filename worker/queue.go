@@ -191,7 +191,13 @@ func (q *Queue) enqueue(ctx context.Context, turnID, taskID, queue string) (bool
 	if err != nil {
 		return false, fmt.Errorf("enqueue turn %s: %w", turnID, err)
 	}
-	if err := q.rdb.SAdd(ctx, asynqQueuesKey, queue).Err(); err != nil {
+	// A queue that has jobs waiting has no worker waiting for a wake-up
+	// (one that just took a job looks again within the poll interval), so
+	// only a job that finds its queue empty is announced: under load, none.
+	pipe := q.rdb.Pipeline()
+	pipe.SAdd(ctx, asynqQueuesKey, queue)
+	waiting := pipe.LLen(ctx, asynqKey(queue, "pending"))
+	if _, err := pipe.Exec(ctx); err != nil {
 		return false, fmt.Errorf("enqueue turn %s on %s: register queue: %w", turnID, queue, err)
 	}
 	task := asynq.NewTask(TaskType, body)
@@ -208,7 +214,9 @@ func (q *Queue) enqueue(ctx context.Context, turnID, taskID, queue string) (bool
 	case err != nil:
 		return false, fmt.Errorf("enqueue turn %s on %s: %w", turnID, queue, err)
 	}
-	q.wake.notify(queue)
+	if waiting.Val() == 0 {
+		q.wake.notify(queue)
+	}
 	q.log.DebugContext(ctx, "turn job queued", slog.String("turn", turnID), slog.String("task", taskID), slog.String("queue", queue))
 	return true, nil
 }
