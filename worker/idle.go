@@ -74,7 +74,7 @@ type idlePoller struct {
 	queues   []string // in asynq's polling order
 	first    string   // pending key of the first queue polled
 	last     string   // ... and of the last
-	pending  map[string]bool
+	pending  map[string][3]string // pending key -> paused, active and lease keys
 	poll     time.Duration
 	idle     time.Duration
 	channels []string
@@ -104,7 +104,7 @@ func newIdlePoller(rdb redis.UniversalClient, queues []string, poll, idle time.D
 		queues:          queues,
 		first:           asynqKey(queues[0], "pending"),
 		last:            asynqKey(queues[len(queues)-1], "pending"),
-		pending:         map[string]bool{},
+		pending:         map[string][3]string{},
 		poll:            poll,
 		idle:            idle,
 		log:             log,
@@ -114,7 +114,7 @@ func newIdlePoller(rdb redis.UniversalClient, queues []string, poll, idle time.D
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	db := redisDB(rdb)
 	for _, q := range queues {
-		p.pending[asynqKey(q, "pending")] = true
+		p.pending[asynqKey(q, "pending")] = [3]string{asynqKey(q, "paused"), asynqKey(q, "active"), asynqKey(q, "lease")}
 		p.channels = append(p.channels, WakeChannel(db, q))
 	}
 	return p
@@ -126,7 +126,7 @@ func (p *idlePoller) EvalSha(ctx context.Context, sha string, keys []string, arg
 	switch {
 	case p.isDequeue(keys):
 		return p.dequeue(ctx, sha, keys, args)
-	case len(keys) == 2 && p.pending[keys[1]]:
+	case len(keys) == 2 && p.isPending(keys[1]):
 		// asynq's forwarder: KEYS are a queue's scheduled or retry set and
 		// its pending list; the script returns how many jobs it moved.
 		cmd := p.UniversalClient.EvalSha(ctx, sha, keys, args...)
@@ -142,11 +142,17 @@ func (p *idlePoller) EvalSha(ctx context.Context, sha string, keys []string, arg
 // one of the queues: its pending list, paused flag, active list and lease
 // set.
 func (p *idlePoller) isDequeue(keys []string) bool {
-	if len(keys) != 4 || !p.pending[keys[0]] {
+	if len(keys) != 4 {
 		return false
 	}
-	q := keys[0][len("asynq:{") : len(keys[0])-len("}:pending")]
-	return keys[1] == asynqKey(q, "paused") && keys[2] == asynqKey(q, "active") && keys[3] == asynqKey(q, "lease")
+	others, ok := p.pending[keys[0]]
+	return ok && keys[1] == others[0] && keys[2] == others[1] && keys[3] == others[2]
+}
+
+// isPending reports whether key is the pending list of one of the queues.
+func (p *idlePoller) isPending(key string) bool {
+	_, ok := p.pending[key]
+	return ok
 }
 
 // dequeue runs one poll of a queue, held first when it begins a round
