@@ -62,8 +62,8 @@ func asynqKey(queue, kind string) string { return "asynq:{" + queue + "}:" + kin
 // queues have been empty for less than idleAfter, then the idle poll
 // interval. A wake-up is a message on the WakeChannel of a queue consumed
 // (a Queue publishes one for a job it enqueues on an empty queue; the
-// subscription holds one connection) or a retry or scheduled job that asynq's forwarder
-// made pending. A wake-up makes the queues count as just emptied, so a
+// subscription holds one connection) or a retry or scheduled job that
+// asynq's forwarder made pending. A wake-up makes the queues count as just emptied, so a
 // wake-up that came before its job was visible costs one poll interval,
 // not an idle one; a lost subscription only leaves the wait to its timer.
 // release ends a wait at once and for good, so that asynq's Stop, which
@@ -71,9 +71,8 @@ func asynqKey(queue, kind string) string { return "asynq:{" + queue + "}:" + kin
 type idlePoller struct {
 	redis.UniversalClient
 
-	queues   []string // in asynq's polling order
-	first    string   // pending key of the first queue polled
-	last     string   // ... and of the last
+	first    string               // pending key of the first queue polled
+	last     string               // ... and of the last
 	pending  map[string][3]string // pending key -> paused, active and lease keys
 	poll     time.Duration
 	idle     time.Duration
@@ -88,7 +87,7 @@ type idlePoller struct {
 	stopped sync.WaitGroup // the subscription's goroutine
 
 	mu         sync.Mutex
-	ps         *redis.PubSub // the current subscription; nil once released
+	ps         *redis.PubSub // the current subscription
 	released   bool
 	lastEmpty  bool      // the last round of polls took no job
 	emptySince time.Time // when the queues were last found empty after taking a job or a wake-up
@@ -101,7 +100,6 @@ type idlePoller struct {
 func newIdlePoller(rdb redis.UniversalClient, queues []string, poll, idle time.Duration, log *slog.Logger) *idlePoller {
 	p := &idlePoller{
 		UniversalClient: rdb,
-		queues:          queues,
 		first:           asynqKey(queues[0], "pending"),
 		last:            asynqKey(queues[len(queues)-1], "pending"),
 		pending:         map[string][3]string{},
