@@ -230,6 +230,14 @@ func (d *benchDaemon) cpu() (time.Duration, error) {
 	return processCPU(d.cmd.Process.Pid)
 }
 
+// cpuFine is cpu to the nanosecond (processCPUFine).
+func (d *benchDaemon) cpuFine() (time.Duration, error) {
+	if d.cmd == nil {
+		return 0, errors.New("the daemon runs in the bench's process")
+	}
+	return processCPUFine(d.cmd.Process.Pid)
+}
+
 // stopDaemon stops d: SIGTERM, then SIGKILL after daemonStopTimeout. Safe to
 // call twice.
 func (b *bencher) stopDaemon(d *benchDaemon) {

@@ -149,16 +149,28 @@ func (b *bencher) idleMemory(ctx context.Context, serve *benchDaemon) {
 }
 
 // idleCPU measures the CPU the daemons use, per second, while nothing is
-// asked, over the settle time, and reports it (memory P7).
+// asked, over the settle time, to the nanosecond, and reports it (memory
+// P7).
 func (b *bencher) idleCPU(ctx context.Context, daemons ...*benchDaemon) {
-	cpu0 := cpuTimes(daemons)
+	read := func() []time.Duration {
+		out := make([]time.Duration, len(daemons))
+		for i, d := range daemons {
+			c, err := d.cpuFine()
+			if err != nil {
+				c = -1
+			}
+			out[i] = c
+		}
+		return out
+	}
+	cpu0 := read()
 	t0 := time.Now()
 	select {
 	case <-ctx.Done():
 		return
 	case <-time.After(b.cfg.Settle):
 	}
-	cpu1 := cpuTimes(daemons)
+	cpu1 := read()
 	took := time.Since(t0).Seconds()
 	for i, d := range daemons {
 		if cpu0[i] < 0 || cpu1[i] < 0 {

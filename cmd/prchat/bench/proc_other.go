@@ -19,6 +19,11 @@ func processCPU(int) (time.Duration, error) {
 	return 0, errors.New("CPU time is only read on Linux")
 }
 
+// processCPUFine is only known on Linux (from /proc).
+func processCPUFine(int) (time.Duration, error) {
+	return 0, errors.New("CPU time is only read on Linux")
+}
+
 // loadAverage is only read on Linux.
 func loadAverage() string { return "" }
 
