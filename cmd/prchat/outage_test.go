@@ -87,8 +87,13 @@ func TestPostgresOutage(t *testing.T) {
 		if resp.StatusCode != http.StatusServiceUnavailable || body.Error.Code != "unavailable" || body.Error.TraceID == "" {
 			t.Errorf("%s %s during the outage: %d %s, want 503 unavailable with a trace id", r.method, r.path, resp.StatusCode, raw)
 		}
+		// The trace id is random hex: it may hold the port's digits.
+		text := strings.ToLower(string(raw))
+		if body.Error.TraceID != "" {
+			text = strings.ReplaceAll(text, strings.ToLower(body.Error.TraceID), "")
+		}
 		for _, f := range forbidden {
-			if f != "" && strings.Contains(strings.ToLower(string(raw)), strings.ToLower(f)) {
+			if f != "" && strings.Contains(text, strings.ToLower(f)) {
 				t.Errorf("%s %s: answer %s names %q", r.method, r.path, raw, f)
 			}
 		}
