@@ -125,7 +125,7 @@ func (c Config) has(phase string) bool { return slices.Contains(c.Phases, phase)
 // bench` that set it on fs, with Usage as fs's usage text.
 func (c *Config) AddFlags(fs *flag.FlagSet) {
 	c.Phases = allPhases()
-	c.Subscribers = []int{100, 500, 2000}
+	c.Subscribers = []int{100, 500, 2000, 10000}
 	c.Settle = 3 * time.Second
 	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "how long each load phase measures (floor, intake, throughput per topology)")
 	fs.IntVar(&c.Clients, "clients", 64, "concurrent HTTP clients (and floor loops)")
@@ -260,6 +260,13 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (err error) 
 		return errors.New("bench: no command to start the daemons with")
 	case cfg.CPUProfile != "" && cfg.InProcess == nil:
 		return errors.New("bench: --cpuprofile needs a daemon in the bench's process")
+	}
+	if cfg.has(phaseEvents) {
+		// A socket per subscriber on each side, and what a daemon opens
+		// besides.
+		if err := raiseFileLimit(slices.Max(cfg.Subscribers) + 1024); err != nil {
+			return err
+		}
 	}
 	cfg.Settle = cmp.Or(cfg.Settle, 3*time.Second)
 	b := &bencher{cfg: cfg, stdout: stdout, stderr: stderr, http: newLoadClient(2 * cfg.Clients)}

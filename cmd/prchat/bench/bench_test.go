@@ -37,7 +37,7 @@ func TestFlags(t *testing.T) {
 	if diff := cmp.Diff(allPhases(), def.Phases); diff != "" {
 		t.Errorf("default phases (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]int{100, 500, 2000}, def.Subscribers); diff != "" {
+	if diff := cmp.Diff([]int{100, 500, 2000, 10000}, def.Subscribers); diff != "" {
 		t.Errorf("default subscribers (-want +got):\n%s", diff)
 	}
 	c, err := parse("--only", "events, intake,events", "--subscribers", "1,20")

@@ -12,21 +12,33 @@ import (
 	"time"
 )
 
+// The events phase's shape: a fixed number of turns, each followed by an
+// equal share of the subscribers, emit events at a fixed pace, so that
+// every subscriber gets the same events per second whatever their count
+// and the phase measures the hub (how many subscribers one API process
+// holds and fans out to) rather than how fast two cores can write.
 const (
+	// eventsTurns is how many turns the events phase runs (at most
+	// --concurrency).
+	eventsTurns = 4
 	// eventsPerTurn and eventsInterval are the tool_result events each
-	// turn of the events phase emits, and their spacing.
-	eventsPerTurn  = 50
-	eventsInterval = 20 * time.Millisecond
-	// subscribersPerTurn is how many subscribers follow one turn.
-	subscribersPerTurn = 100
+	// turn emits, and their spacing: each subscriber gets one event per
+	// eventsInterval. The turns start eventsInterval/eventsTurns apart, so
+	// that the deliveries are spread evenly.
+	eventsPerTurn  = 20
+	eventsInterval = 500 * time.Millisecond
 	// connectParallelism bounds the subscriptions being opened at once.
 	connectParallelism = 32
+	// eventsIdle is how long the connected subscribers are left idle
+	// before the idle figures are read.
+	eventsIdle = time.Second
 )
 
 // eventsHold is how long the turns of the events phase wait before their
-// first event: long enough for n subscribers to connect on a busy machine.
+// first event: long enough for n subscribers to connect on a busy machine
+// and to read the idle figures.
 func eventsHold(n int) time.Duration {
-	return min(2*time.Second+time.Duration(n)*4*time.Millisecond, 30*time.Second)
+	return min(3*time.Second+time.Duration(n)*4*time.Millisecond, 60*time.Second)
 }
 
 // goStats reads the Go runtime gauges of d's /metrics.
@@ -64,12 +76,23 @@ func (b *bencher) goStats(ctx context.Context, d *benchDaemon) (map[string]float
 	return out, sc.Err()
 }
 
-// events opens n subscribers on the API process api, spread over turns
-// that emit timestamped events, and measures the delivery latency (receive
-// time minus the send time the bench agent writes in each tool_result's
-// summary) and the API process's memory per subscriber.
+// subscriberLog is what one subscriber of the events phase saw.
+type subscriberLog struct {
+	lat       durations
+	firstSent int64     // Unix ns the first event it got was sent
+	lastRead  time.Time // when it read its last event
+	final     string
+	err       error
+}
+
+// events opens n subscribers on the API process api, spread evenly over
+// eventsTurns turns that emit timestamped events, and measures the idle
+// memory per subscriber (all connected, before the first event), the
+// delivery latency (receive time minus the send time the bench agent
+// writes in each tool_result's summary) and the API process's CPU per
+// delivered event.
 func (b *bencher) events(ctx context.Context, api *benchDaemon, n int) error {
-	k := min(max((n+subscribersPerTurn-1)/subscribersPerTurn, 1), b.cfg.Concurrency)
+	k := min(eventsTurns, n, b.cfg.Concurrency)
 	hold := eventsHold(n)
 	select {
 	case <-ctx.Done():
@@ -78,11 +101,11 @@ func (b *bencher) events(ctx context.Context, api *benchDaemon, n int) error {
 	}
 	before, rssErr := api.rss()
 	goBefore, goErr := b.goStats(ctx, api)
-	cpuBefore, cpuErr := api.cpu()
 
-	body := askBody(fmt.Sprintf("events=%d interval=%s hold=%s", eventsPerTurn, eventsInterval, hold))
 	convs := make([]string, k)
 	for i := range convs {
+		// Turn i starts i/k of an interval after turn 0.
+		body := askBody(fmt.Sprintf("events=%d interval=%s hold=%s", eventsPerTurn, eventsInterval, hold+time.Duration(i)*eventsInterval/time.Duration(k)))
 		var err error
 		if convs[i], err = b.ask(ctx, api.url, body, true); err != nil {
 			return fmt.Errorf("events: %w", err)
@@ -96,11 +119,9 @@ func (b *bencher) events(ctx context.Context, api *benchDaemon, n int) error {
 		DisableKeepAlives:  true,
 	}}
 	defer client.CloseIdleConnections()
-	sctx, cancel := context.WithTimeout(ctx, hold+eventsPerTurn*eventsInterval+time.Minute)
+	sctx, cancel := context.WithTimeout(ctx, hold+eventsPerTurn*eventsInterval+2*time.Minute)
 	defer cancel()
-	lat := make([]durations, n)
-	finals := make([]string, n)
-	errs := make([]error, n)
+	logs := make([]subscriberLog, n)
 	sem := make(chan struct{}, connectParallelism)
 	var connected, done sync.WaitGroup
 	connected.Add(n)
@@ -109,36 +130,55 @@ func (b *bencher) events(ctx context.Context, api *benchDaemon, n int) error {
 			sem <- struct{}{}
 			up := sync.OnceFunc(func() { <-sem; connected.Done() })
 			defer up()
-			finals[i], errs[i] = follow(sctx, client, api.url, convs[i%k], up, func(data []byte, at time.Time) {
+			l := &logs[i]
+			l.final, l.err = follow(sctx, client, api.url, convs[i%k], up, func(data []byte, at time.Time) {
 				if ns, ok := summaryNanos(data); ok {
-					lat[i] = append(lat[i], time.Duration(at.UnixNano()-ns))
+					if l.lat == nil {
+						l.lat = make(durations, 0, eventsPerTurn)
+						l.firstSent = ns
+					}
+					l.lat = append(l.lat, time.Duration(at.UnixNano()-ns))
+					l.lastRead = at
 				}
 			})
 		})
 	}
 	connected.Wait()
 	connectedAt := time.Now()
-	// Let the last subscriptions register with the event reader.
+	// Idle: every subscriber connected, the turns still holding.
 	select {
 	case <-sctx.Done():
-	case <-time.After(500 * time.Millisecond):
+	case <-time.After(eventsIdle):
 	}
-	with, rssErr2 := api.rss()
-	goWith, goErr2 := b.goStats(ctx, api)
+	idleAt := time.Now()
+	idle, rssErr2 := api.rss()
+	goIdle, goErr2 := b.goStats(ctx, api)
+	cpuIdle, cpuErr := api.cpu()
 	done.Wait()
 	cpuAfter, cpuErr2 := api.cpu()
 
 	var all durations
-	failed, late := 0, connectedAt.After(askedAt.Add(hold))
+	var failed int
 	var firstErr error
-	for i := range n {
-		all = append(all, lat[i]...)
-		if errs[i] != nil || finals[i] != "done" {
+	var firstSent int64
+	var lastRead time.Time
+	for i := range logs {
+		l := &logs[i]
+		all = append(all, l.lat...)
+		if len(l.lat) > 0 {
+			if firstSent == 0 || l.firstSent < firstSent {
+				firstSent = l.firstSent
+			}
+			if l.lastRead.After(lastRead) {
+				lastRead = l.lastRead
+			}
+		}
+		if l.err != nil || l.final != "done" {
 			failed++
 			if firstErr == nil {
-				firstErr = errs[i]
+				firstErr = l.err
 				if firstErr == nil {
-					firstErr = fmt.Errorf("the stream ended with %q", finals[i])
+					firstErr = fmt.Errorf("the stream ended with %q", l.final)
 				}
 			}
 		}
@@ -148,22 +188,26 @@ func (b *bencher) events(ctx context.Context, api *benchDaemon, n int) error {
 	if k == 1 {
 		turns = "turn"
 	}
-	what := fmt.Sprintf("%d subscribers on %d %s: delivery p50 / p99", n, k, turns)
-	b.rep.add("events", what, all.p50p99(), "", "")
-	perSub := "n/a"
-	if rssErr == nil && rssErr2 == nil {
-		perSub = fmt.Sprintf("%.1f KB", float64(with-before)/float64(n)/1024)
+	offered := float64(n) / eventsInterval.Seconds()
+	what := fmt.Sprintf("%d subscribers on %d %s, %.0f events/s asked: delivery p50 / p99", n, k, turns, offered)
+	b.rep.add("events", what, all.p50p99(), "p99 < 100 ms", verdict(len(all) > 0 && all.percentile(99) < 100*time.Millisecond))
+	if len(all) > 0 && firstSent > 0 {
+		span := lastRead.Sub(time.Unix(0, firstSent))
+		b.rep.add("events", "  events delivered per second", fmt.Sprintf("%.0f /s", float64(len(all))/span.Seconds()), "", "")
 	}
-	b.rep.add("events", fmt.Sprintf("%d subscribers: %s RSS per subscriber", n, api.name), perSub, "", "")
+	if rssErr == nil && rssErr2 == nil {
+		per := float64(idle-before) / float64(n) / 1024
+		b.rep.add("events", fmt.Sprintf("  idle: %s RSS per subscriber", api.name), fmt.Sprintf("%.1f KB", per), "≤ 32 KB", verdict(per <= 32))
+	}
 	if goErr == nil && goErr2 == nil {
-		per := func(k string) float64 { return (goWith[k] - goBefore[k]) / float64(n) }
-		b.rep.add("events", "  of which Go heap in use / stacks, per subscriber",
+		per := func(k string) float64 { return (goIdle[k] - goBefore[k]) / float64(n) }
+		b.rep.add("events", "  idle: of which Go heap in use / stacks, per subscriber",
 			fmt.Sprintf("%.1f KB / %.1f KB", per("go_memstats_heap_inuse_bytes")/1024, per("go_memstats_stack_inuse_bytes")/1024), "", "")
-		b.rep.add("events", "  goroutines per subscriber", fmt.Sprintf("%.1f", per("go_goroutines")), "", "")
+		b.rep.add("events", "  idle: goroutines per subscriber", fmt.Sprintf("%.1f", per("go_goroutines")), "", "")
 	}
 	if cpuErr == nil && cpuErr2 == nil && len(all) > 0 {
 		b.rep.add("events", fmt.Sprintf("  %s CPU per delivered event", api.name),
-			fmt.Sprintf("%.0f µs", float64((cpuAfter-cpuBefore).Microseconds())/float64(len(all))), "", "")
+			fmt.Sprintf("%.1f µs", float64((cpuAfter-cpuIdle).Nanoseconds())/1e3/float64(len(all))), "", "")
 	}
 	if want := n * eventsPerTurn; len(all) != want {
 		b.rep.note(fmt.Sprintf("events (%d subscribers): %d of %d tool_result events received", n, len(all), want))
@@ -171,13 +215,14 @@ func (b *bencher) events(ctx context.Context, api *benchDaemon, n int) error {
 	if failed > 0 {
 		b.rep.note(fmt.Sprintf("events (%d subscribers): %d streams did not end with done; first: %v", n, failed, firstErr))
 	}
-	if late {
-		b.rep.note(fmt.Sprintf("events (%d subscribers): the last subscriber connected %s after the asks, after the turns' hold of %s; its first events came from the stored replay",
-			n, connectedAt.Sub(askedAt).Round(time.Millisecond), hold))
+	if idleAt.After(askedAt.Add(hold)) {
+		b.rep.note(fmt.Sprintf("events (%d subscribers): the subscribers were connected %s after the asks and the idle figures read %s after, past the turns' hold of %s: they include events",
+			n, connectedAt.Sub(askedAt).Round(time.Millisecond), idleAt.Sub(askedAt).Round(time.Millisecond), hold))
 	}
 	if n == b.cfg.Subscribers[0] {
-		b.rep.note(fmt.Sprintf("events: one turn per %d subscribers (at most --concurrency turns); each waits 2 s + 4 ms per subscriber for them to connect, then emits %d tool_result events %s apart; latency is the time the bench read an event minus the send time the agent wrote in it; CPU per delivered event counts the API process's CPU from the asks to the last done event (subscribing, holding and sending) over the events delivered",
-			subscribersPerTurn, eventsPerTurn, eventsInterval))
+		b.rep.note(fmt.Sprintf("events: %d turns (at most --concurrency), each followed by 1/%d of the subscribers, wait 3 s + 4 ms per subscriber for them to connect, then emit %d tool_result events %s apart, the turns %s apart: every subscriber gets %.0f events/s whatever their count (the figure asked is subscribers × that); "+
+			"idle figures are read %s after the last subscriber connected, before the first event, against the fresh API process; latency is the time the bench read an event minus the send time the agent wrote in it; CPU per delivered event is the API process's CPU from the idle reading to the last done event over the events delivered",
+			k, k, eventsPerTurn, eventsInterval, eventsInterval/time.Duration(k), 1/eventsInterval.Seconds(), eventsIdle))
 	}
 	return nil
 }
