@@ -38,7 +38,7 @@ const (
 // first event: long enough for n subscribers to connect on a busy machine
 // and to read the idle figures.
 func eventsHold(n int) time.Duration {
-	return min(3*time.Second+time.Duration(n)*4*time.Millisecond, 60*time.Second)
+	return min(3*time.Second+time.Duration(n)*2*time.Millisecond, 60*time.Second)
 }
 
 // goStats reads the Go runtime gauges of d's /metrics.
@@ -153,7 +153,12 @@ func (b *bencher) events(ctx context.Context, api *benchDaemon, n int) error {
 	idleAt := time.Now()
 	idle, rssErr2 := api.rss()
 	goIdle, goErr2 := b.goStats(ctx, api)
-	cpuIdle, cpuErr := api.cpu()
+	// The CPU of the deliveries: from just before the first event.
+	select {
+	case <-sctx.Done():
+	case <-time.After(time.Until(askedAt.Add(hold - 50*time.Millisecond))):
+	}
+	cpuStart, cpuErr := api.cpu()
 	done.Wait()
 	cpuAfter, cpuErr2 := api.cpu()
 
@@ -207,7 +212,7 @@ func (b *bencher) events(ctx context.Context, api *benchDaemon, n int) error {
 	}
 	if cpuErr == nil && cpuErr2 == nil && len(all) > 0 {
 		b.rep.add("events", fmt.Sprintf("  %s CPU per delivered event", api.name),
-			fmt.Sprintf("%.1f µs", float64((cpuAfter-cpuIdle).Nanoseconds())/1e3/float64(len(all))), "", "")
+			fmt.Sprintf("%.1f µs", float64((cpuAfter-cpuStart).Nanoseconds())/1e3/float64(len(all))), "", "")
 	}
 	if want := n * eventsPerTurn; len(all) != want {
 		b.rep.note(fmt.Sprintf("events (%d subscribers): %d of %d tool_result events received", n, len(all), want))
@@ -216,12 +221,12 @@ func (b *bencher) events(ctx context.Context, api *benchDaemon, n int) error {
 		b.rep.note(fmt.Sprintf("events (%d subscribers): %d streams did not end with done; first: %v", n, failed, firstErr))
 	}
 	if idleAt.After(askedAt.Add(hold)) {
-		b.rep.note(fmt.Sprintf("events (%d subscribers): the subscribers were connected %s after the asks and the idle figures read %s after, past the turns' hold of %s: they include events",
+		b.rep.note(fmt.Sprintf("events (%d subscribers): the subscribers were connected %s after the asks and the idle figures read %s after, past the turns' hold of %s: they include events, and the CPU figure subscribing",
 			n, connectedAt.Sub(askedAt).Round(time.Millisecond), idleAt.Sub(askedAt).Round(time.Millisecond), hold))
 	}
 	if n == b.cfg.Subscribers[0] {
-		b.rep.note(fmt.Sprintf("events: %d turns (at most --concurrency), each followed by 1/%d of the subscribers, wait 3 s + 4 ms per subscriber for them to connect, then emit %d tool_result events %s apart, the turns %s apart: every subscriber gets %.0f events/s whatever their count (the figure asked is subscribers × that); "+
-			"idle figures are read %s after the last subscriber connected, before the first event, against the fresh API process; latency is the time the bench read an event minus the send time the agent wrote in it; CPU per delivered event is the API process's CPU from the idle reading to the last done event over the events delivered",
+		b.rep.note(fmt.Sprintf("events: %d turns (at most --concurrency), each followed by 1/%d of the subscribers, wait 3 s + 2 ms per subscriber for them to connect, then emit %d tool_result events %s apart, the turns %s apart: every subscriber gets %.0f events/s whatever their count (the figure asked is subscribers × that); "+
+			"idle figures are read %s after the last subscriber connected, before the first event, against the fresh API process; latency is the time the bench read an event minus the send time the agent wrote in it; CPU per delivered event is the API process's CPU from just before the first event to the last done event over the events delivered",
 			k, k, eventsPerTurn, eventsInterval, eventsInterval/time.Duration(k), 1/eventsInterval.Seconds(), eventsIdle))
 	}
 	return nil
