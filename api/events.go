@@ -1,8 +1,9 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
-	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -61,7 +62,6 @@ func lastEventID(c echo.Context) string {
 
 // sse writes a Server-Sent Events stream.
 type sse struct {
-	c echo.Context
 	w *echo.Response
 }
 
@@ -72,25 +72,52 @@ func startSSE(c echo.Context) *sse {
 	h.Set("X-Accel-Buffering", "no")
 	h.Set("Connection", "keep-alive")
 	c.Response().WriteHeader(http.StatusOK)
-	s := &sse{c: c, w: c.Response()}
-	s.write("retry: 3000\n\n")
+	s := &sse{w: c.Response()}
+	s.writeString("retry: 3000\n\n")
+	s.flush()
 	return s
 }
 
-func (s *sse) write(text string) bool {
-	if _, err := s.w.Write([]byte(text)); err != nil {
-		return false
-	}
-	s.w.Flush()
-	return true
+// write queues b on the stream; flush sends what is queued.
+func (s *sse) write(b []byte) bool {
+	_, err := s.w.Write(b)
+	return err == nil
 }
 
-func (s *sse) event(id string, data any) bool {
+func (s *sse) writeString(text string) bool {
+	_, err := io.WriteString(s.w, text)
+	return err == nil
+}
+
+func (s *sse) flush() { s.w.Flush() }
+
+// frame renders an event of a stream: its id and its data, JSON.
+func frame(id string, data any) []byte {
 	j, err := json.Marshal(data)
 	if err != nil {
-		return false
+		return nil
 	}
-	return s.write(fmt.Sprintf("id: %s\nevent: data\ndata: %s\n\n", id, j))
+	b := make([]byte, 0, len(id)+len(j)+32)
+	b = append(b, "id: "...)
+	b = append(b, id...)
+	b = append(b, "\nevent: data\ndata: "...)
+	b = append(b, j...)
+	return append(b, "\n\n"...)
+}
+
+// turnFrame renders a turn's event.
+func turnFrame(e chat.Event, traceID string) []byte {
+	return frame(strconv.FormatInt(e.Seq, 10), eventJSON(e, traceID))
+}
+
+// sharedTurnFrame renders an event shared by every subscriber of a turn:
+// once for all, unless it takes this request's trace id (an error event
+// that has none of its own).
+func sharedTurnFrame(e *chat.SharedEvent, traceID string) []byte {
+	if e.Type == chat.EventError && e.TraceID == "" {
+		return turnFrame(e.Event, traceID)
+	}
+	return e.Rendered(func(e chat.Event) []byte { return turnFrame(e, "") })
 }
 
 // turnEvents streams a turn's events: the stored ones, then the live ones,
@@ -106,25 +133,65 @@ func (s *Server) turnEvents(c echo.Context) error {
 			return chat.Errorf(chat.CodeInvalid, "Last-Event-ID must be an event's id, not %q", v)
 		}
 	}
-	ctx := c.Request().Context()
-	events, err := s.svc.Subscribe(ctx, c.Param("id"), n, after)
+	ctx, stop := s.streamContext(c)
+	defer stop()
+	sub, err := s.svc.Subscribe(ctx, c.Param("id"), n, after)
 	if err != nil {
 		return err
 	}
-	return pump(s, c, events, func(e chat.Event) (string, any) {
-		return strconv.FormatInt(e.Seq, 10), eventJSON(e, requestID(c))
+	traceID := requestID(c)
+	return s.pump(ctx, c, func(ctx context.Context, wake <-chan time.Time, out *sse) bool {
+		evs, ok := sub.Next(ctx, wake)
+		for _, e := range evs {
+			if !out.write(sharedTurnFrame(e, traceID)) {
+				return false
+			}
+		}
+		return ok
 	})
 }
 
 // repoEvents streams the turn state changes of a repository's
 // conversations, for dashboards.
 func (s *Server) repoEvents(c echo.Context) error {
-	ctx := c.Request().Context()
+	ctx, stop := s.streamContext(c)
+	defer stop()
 	events, err := s.svc.SubscribeFeed(ctx, repoName(c), lastEventID(c))
 	if err != nil {
 		return err
 	}
-	return pump(s, c, events, func(e chat.FeedEvent) (string, any) { return e.ID, e })
+	return s.pump(ctx, c, func(ctx context.Context, wake <-chan time.Time, out *sse) bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-wake:
+			return true
+		case e, ok := <-events:
+			// This event and the ones ready after it.
+			for ok {
+				if !out.write(frame(e.ID, e)) {
+					return false
+				}
+				select {
+				case e, ok = <-events:
+				default:
+					return true
+				}
+			}
+			return false
+		}
+	})
+}
+
+// streamContext returns the context of an event stream: the request's,
+// ended also when the server begins to stop.
+func (s *Server) streamContext(c echo.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(c.Request().Context())
+	stop := context.AfterFunc(s.stopping, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+	}
 }
 
 // reconnectHint is what a stream writes before it ends because the server
@@ -132,35 +199,39 @@ func (s *Server) repoEvents(c echo.Context) error {
 // tells other readers to reconnect, with Last-Event-ID, to any instance.
 const reconnectHint = "retry: 500\n: reconnect: the server is stopping; reconnect with Last-Event-ID\n\n"
 
-// pump writes events as an SSE stream, with a ": ping" comment every ping
-// interval, until the events end, the client leaves or the server stops
-// (then with the reconnect hint).
-func pump[T any](s *Server, c echo.Context, events <-chan T, render func(T) (id string, data any)) error {
+// pump writes an SSE stream: next writes the events that are ready (it
+// returns false once the stream is over) or returns when wake fires first;
+// what it wrote goes out in one flush. A wake when nothing was written
+// since the one before writes a ": ping" comment: one every ping interval
+// of an idle stream.
+// The stream ends when next says so, the client leaves or the server stops
+// (then with the reconnect hint). ctx is the stream's context
+// (streamContext).
+func (s *Server) pump(ctx context.Context, c echo.Context, next func(ctx context.Context, wake <-chan time.Time, out *sse) bool) error {
 	s.streams.Add(1)
 	defer s.streams.Add(-1)
 	out := startSSE(c)
 	tick := time.NewTicker(s.cfg.PingInterval)
 	defer tick.Stop()
-	ctx := c.Request().Context()
+	pinged := c.Response().Size // the size at the last wake
 	for {
-		select {
-		case <-s.stopping:
-			out.write(reconnectHint)
+		before := c.Response().Size
+		ok := next(ctx, tick.C, out)
+		if s.stopping.Err() != nil && c.Request().Context().Err() == nil {
+			out.writeString(reconnectHint)
+			out.flush()
 			return nil
-		case <-ctx.Done():
+		}
+		if size := c.Response().Size; size == before && ok {
+			// A wake.
+			if size == pinged && !out.writeString(": ping\n\n") {
+				return nil
+			}
+			pinged = c.Response().Size
+		}
+		out.flush()
+		if !ok {
 			return nil
-		case <-tick.C:
-			if !out.write(": ping\n\n") {
-				return nil
-			}
-		case e, ok := <-events:
-			if !ok {
-				return nil
-			}
-			id, data := render(e)
-			if !out.event(id, data) {
-				return nil
-			}
 		}
 	}
 }

@@ -77,7 +77,8 @@ type Server struct {
 	mu       sync.Mutex
 	http     *http.Server
 	cancel   context.CancelFunc // ends the requests in flight (SSE streams)
-	stopping chan struct{}      // closed when Shutdown begins: streams say goodbye
+	stopping context.Context    // ends when Shutdown begins: streams say goodbye
+	stop     context.CancelFunc // of stopping
 	stopOnce sync.Once
 	streams  atomic.Int64 // open event streams
 }
@@ -104,7 +105,8 @@ func NewProbe(cfg Config) *Server {
 
 func newServer(cfg Config, svc Service) *Server {
 	cfg = cfg.withDefaults()
-	s := &Server{cfg: cfg, svc: svc, log: cfg.Logger, echo: echo.New(), limits: newRequestLimits(cfg.RequestRate), stopping: make(chan struct{})}
+	s := &Server{cfg: cfg, svc: svc, log: cfg.Logger, echo: echo.New(), limits: newRequestLimits(cfg.RequestRate)}
+	s.stopping, s.stop = context.WithCancel(context.Background())
 	s.metrics = newMetrics(cfg.Registry)
 	s.webhookMetrics = newWebhookMetrics(cfg.Registry)
 	s.githubSelf = &selfLogin{get: cfg.GitHub.Self}
@@ -164,7 +166,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	srv, cancel := s.http, s.cancel
 	s.mu.Unlock()
-	s.stopOnce.Do(func() { close(s.stopping) })
+	s.stopOnce.Do(s.stop)
 	if srv == nil {
 		return nil
 	}

@@ -34,7 +34,7 @@ type Service interface {
 	Cancel(ctx context.Context, conversationID string, number int) (chat.Turn, error)
 	// Subscribe returns a turn's events after the event after, ending with
 	// its final event; SubscribeFeed a repository's feed until ctx ends.
-	Subscribe(ctx context.Context, conversationID string, number int, after int64) (<-chan chat.Event, error)
+	Subscribe(ctx context.Context, conversationID string, number int, after int64) (*chat.Subscription, error)
 	SubscribeFeed(ctx context.Context, repo, after string) (<-chan chat.FeedEvent, error)
 	Transcript(ctx context.Context, conversationID string, number int) ([]chat.Event, error)
 

@@ -176,10 +176,11 @@ type Publisher interface {
 // Follower follows what a Publisher delivers. Implemented by package worker.
 type Follower interface {
 	// Follow returns the live events of a turn with Seq > after, as they
-	// are published. The channel closes when ctx ends, or early when the
-	// subscriber falls too far behind (then catch up from the store and
-	// follow again).
-	Follow(ctx context.Context, turnID string, after int64) (<-chan Event, error)
+	// are published: each one value shared by every follower of the turn
+	// in the process, which no one changes. The channel closes when ctx
+	// ends, or early when the subscriber falls too far behind (then catch
+	// up from the store and follow again).
+	Follow(ctx context.Context, turnID string, after int64) (<-chan *SharedEvent, error)
 	// FollowFeed returns a repository's feed events published after the
 	// feed position after ("" = from now): those still in the feed first,
 	// whoever else follows it, then the live ones. Closing is as for

@@ -4,22 +4,80 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
+	"sync"
 	"time"
 )
 
-// pollInterval is how often a following subscription reads the store
-// anyway: a safety net for an event whose live delivery was lost without a
-// gap showing (a gap, or a dropped follow, makes it read the store at once).
-const pollInterval = 15 * time.Second
+// pollInterval is how long a following subscription waits with no live
+// event before it checks the store anyway (plus up to half as much again,
+// at random, so that subscribers that came together do not check
+// together): a safety net for an event whose live delivery was lost
+// without a gap showing, such as a final event (a gap, or a dropped
+// follow, makes it read the store at once). The check reads the turn, and
+// its events only if there are new ones. Without a follower (or when
+// following fails) it reads the store every unfollowedPoll.
+const (
+	pollInterval   = 15 * time.Second
+	unfollowedPoll = 250 * time.Millisecond
+	// refollowPause is how long a subscription whose follow ended early
+	// waits before it follows again, so that a Redis that is down is not
+	// asked again at once.
+	refollowPause = 50 * time.Millisecond
+	// maxBatch bounds the events one Next returns: a replay of a long turn
+	// comes in several.
+	maxBatch = 256
+)
 
-// Subscribe returns a turn's events with Seq > after, in order and each
-// once: the stored ones first, then the live ones as the worker emits them.
-// The channel closes after the final event (done or error), or when ctx
-// ends. A turn that settled before the call still gets its whole stream;
-// for a settled turn whose final event is at or before after (the client
-// reconnects having had it) the channel closes with no event: nothing is
-// sent twice.
-func (s *Service) Subscribe(ctx context.Context, conversationID string, number int, after int64) (<-chan Event, error) {
+// SharedEvent is a live event as the Follower delivers it: one value for
+// every subscriber of the turn in the process, which no one changes. It
+// keeps one rendering of itself (the API's SSE frame), made by the first
+// subscriber that needs it, so that an event followed by thousands is
+// rendered once.
+type SharedEvent struct {
+	Event
+	once     sync.Once
+	rendered []byte
+}
+
+// Share returns e as a SharedEvent.
+func Share(e Event) *SharedEvent { return &SharedEvent{Event: e} }
+
+// Rendered returns render(e.Event), which it calls once: every caller
+// passes the same rendering.
+func (e *SharedEvent) Rendered(render func(Event) []byte) []byte {
+	e.once.Do(func() { e.rendered = render(e.Event) })
+	return e.rendered
+}
+
+// Subscription is one subscriber's stream of a turn's events with Seq past
+// a position: the stored ones first, then the live ones as the worker
+// emits them, in order and each once, until the final event (done or
+// error). A turn that settled before the subscription still gets its whole
+// stream; for a settled turn whose final event is at or before the
+// position (the client reconnects having had it) the stream ends with no
+// event: nothing is sent twice. A Subscription has no goroutine of its
+// own: one goroutine reads it with Next.
+type Subscription struct {
+	s     *Service
+	turn  Turn
+	last  int64 // the seq of the last event queued
+	final bool  // the final event is queued
+	ended bool
+
+	live     <-chan *SharedEvent // nil: not following
+	refollow bool                // follow (again) before waiting
+	stale    bool                // read the store before waiting
+	poll     *time.Timer         // the next read of the store anyway
+	interval time.Duration       // between reads of the store
+
+	queue []*SharedEvent // events not returned yet, from head
+	head  int
+}
+
+// Subscribe returns the subscription to a turn's events with Seq > after.
+// ctx bounds it: Next is called with ctx, or a context that ends with it.
+func (s *Service) Subscribe(ctx context.Context, conversationID string, number int, after int64) (*Subscription, error) {
 	if err := s.seeConversation(ctx, conversationID); err != nil {
 		return nil, err
 	}
@@ -27,108 +85,175 @@ func (s *Service) Subscribe(ctx context.Context, conversationID string, number i
 	if err != nil {
 		return nil, err
 	}
-	out := make(chan Event, 16)
-	go func() {
-		defer close(out)
-		sub := subscription{s: s, turn: t, last: after, out: out}
-		if err := sub.run(ctx); err != nil && ctx.Err() == nil {
-			s.log.WarnContext(ctx, "subscription ended", slog.String("turn", t.ID), slog.Any("err", err))
-		}
-	}()
-	return out, nil
+	sub := &Subscription{s: s, turn: t, last: after, stale: true, interval: unfollowedPoll}
+	sub.refollow = s.follower != nil
+	return sub, nil
 }
 
-// subscription merges a turn's stored and live events.
-type subscription struct {
-	s    *Service
-	turn Turn
-	last int64
-	out  chan<- Event
-	done bool
-}
-
-func (sub *subscription) run(ctx context.Context) error {
-	s := sub.s
-	for !sub.done {
-		var live <-chan Event
-		if s.follower != nil {
-			// Follow before reading the store, so that nothing published
-			// between the two is missed; duplicates are dropped by seq.
-			ch, err := s.follower.Follow(ctx, sub.turn.ID, sub.last)
-			if err != nil {
-				s.log.WarnContext(ctx, "follow turn events; polling the store", slog.String("turn", sub.turn.ID), slog.Any("err", err))
-			} else {
-				live = ch
+// Next returns the next events in order, as many as are ready (at most
+// maxBatch), waiting for them until wake fires (then it returns none and
+// true, so that the caller may write a keep-alive) or ctx ends. It returns
+// false once the stream is over: the final event was returned by an
+// earlier call, ctx ended, or the store failed (logged; the client
+// reconnects with Last-Event-ID). The slice is valid until the next call;
+// the events in it are never changed.
+func (sub *Subscription) Next(ctx context.Context, wake <-chan time.Time) ([]*SharedEvent, bool) {
+	if sub.head == len(sub.queue) {
+		// The last batch is written: reuse its room, unless a replay made
+		// it large.
+		if cap(sub.queue) > maxBatch {
+			sub.queue = nil
+		}
+		clear(sub.queue)
+		sub.queue, sub.head = sub.queue[:0], 0
+	}
+	for !sub.ended {
+		if batch := sub.take(); len(batch) > 0 {
+			return batch, true
+		}
+		if sub.final || ctx.Err() != nil {
+			sub.end()
+			break
+		}
+		if sub.refollow {
+			sub.follow(ctx)
+		}
+		if sub.stale {
+			if err := sub.catchUp(ctx); err != nil {
+				if ctx.Err() == nil {
+					sub.s.log.WarnContext(ctx, "subscription ended", slog.String("turn", sub.turn.ID), slog.Any("err", err))
+				}
+				sub.end()
 			}
+			continue
 		}
-		if err := sub.catchUp(ctx); err != nil || sub.done {
-			return err
-		}
-		interval := pollInterval
-		if live == nil {
-			interval = 250 * time.Millisecond
-		}
-		tick := time.NewTicker(interval)
-	follow:
-		for !sub.done {
-			select {
-			case <-ctx.Done():
-				tick.Stop()
-				return nil
-			case e, ok := <-live:
-				if !ok {
-					break follow // fell behind or lost Redis: catch up and follow again
+		select {
+		case <-ctx.Done():
+		case <-wake:
+			return nil, true
+		case <-sub.poll.C:
+			if err := sub.check(ctx); err != nil {
+				if ctx.Err() == nil {
+					sub.s.log.WarnContext(ctx, "subscription ended", slog.String("turn", sub.turn.ID), slog.Any("err", err))
 				}
-				if e.Seq <= sub.last {
-					continue
-				}
-				if e.Seq > sub.last+1 {
-					if err := sub.catchUp(ctx); err != nil {
-						tick.Stop()
-						return err
+				sub.end()
+			}
+		case e, ok := <-sub.live:
+			sub.resetPoll()
+			// This event and the ones ready after it, in one batch.
+		drain:
+			for ok {
+				if err := sub.push(ctx, e); err != nil {
+					if ctx.Err() == nil {
+						sub.s.log.WarnContext(ctx, "subscription ended", slog.String("turn", sub.turn.ID), slog.Any("err", err))
 					}
-					if e.Seq <= sub.last {
-						continue
-					}
+					sub.end()
+					return nil, false
 				}
-				if !sub.send(ctx, e) {
-					tick.Stop()
-					return nil
+				if len(sub.queue)-sub.head >= maxBatch {
+					break
 				}
-			case <-tick.C:
-				if err := sub.catchUp(ctx); err != nil {
-					tick.Stop()
-					return err
+				select {
+				case e, ok = <-sub.live:
+				default:
+					break drain
 				}
 			}
-		}
-		tick.Stop()
-		if !sub.done {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(50 * time.Millisecond):
+			if !ok {
+				// Fell behind or lost Redis: catch up from the store and
+				// follow again.
+				sub.live, sub.refollow, sub.stale = nil, true, true
+				if sub.head == len(sub.queue) {
+					pause(ctx, refollowPause)
+				}
 			}
 		}
 	}
+	return nil, false
+}
+
+// take returns the next batch of the queue.
+func (sub *Subscription) take() []*SharedEvent {
+	n := min(len(sub.queue)-sub.head, maxBatch)
+	batch := sub.queue[sub.head : sub.head+n]
+	sub.head += n
+	return batch
+}
+
+// follow starts following the turn's live events; without them the store
+// is polled. It follows before the store is read, so that nothing
+// published between the two is missed: duplicates are dropped by seq.
+func (sub *Subscription) follow(ctx context.Context) {
+	sub.refollow, sub.stale = false, true
+	ch, err := sub.s.follower.Follow(ctx, sub.turn.ID, sub.last)
+	if err != nil {
+		if ctx.Err() == nil {
+			sub.s.log.WarnContext(ctx, "follow turn events; polling the store", slog.String("turn", sub.turn.ID), slog.Any("err", err))
+		}
+		sub.live, sub.interval = nil, unfollowedPoll
+		return
+	}
+	sub.live, sub.interval = ch, pollInterval
+}
+
+// resetPoll sets the next check of the store to an interval from now.
+func (sub *Subscription) resetPoll() {
+	interval := sub.interval
+	if interval == pollInterval {
+		interval += rand.N(pollInterval / 2)
+	}
+	if sub.poll == nil {
+		sub.poll = time.NewTimer(interval)
+		return
+	}
+	sub.poll.Reset(interval)
+}
+
+// end ends the stream.
+func (sub *Subscription) end() {
+	sub.ended, sub.live = true, nil
+	if sub.poll != nil {
+		sub.poll.Stop()
+	}
+}
+
+// push queues a live event: one already queued is dropped, and a gap
+// before it is filled from the store first.
+func (sub *Subscription) push(ctx context.Context, e *SharedEvent) error {
+	if e.Seq > sub.last+1 && !sub.final {
+		if err := sub.catchUp(ctx); err != nil {
+			return err
+		}
+	}
+	sub.queue1(e)
 	return nil
 }
 
-// catchUp sends the stored events after the last one sent. A settled turn
-// has its final event stored with the settle (FinishTurn, SettleTurn), as
-// its last event: once that is sent, or when the subscriber already had it
-// (it reconnected with the final event's id), the subscription ends
-// without sending anything more.
-func (sub *subscription) catchUp(ctx context.Context) error {
+// queue1 queues e unless it is at or before the last one queued, or after
+// the final one.
+func (sub *Subscription) queue1(e *SharedEvent) {
+	if e.Seq <= sub.last || sub.final {
+		return
+	}
+	sub.queue = append(sub.queue, e)
+	sub.last, sub.final = e.Seq, e.Final()
+}
+
+// catchUp queues the stored events after the last one queued. A settled
+// turn has its final event stored with the settle (FinishTurn,
+// SettleTurn), as its last event: once that is queued, or when the
+// subscriber already had it (it reconnected with the final event's id),
+// the stream ends without anything more.
+func (sub *Subscription) catchUp(ctx context.Context) error {
 	s := sub.s
+	sub.stale = false
+	sub.resetPoll()
 	evs, err := s.store.Events(ctx, sub.turn.ID, sub.last)
 	if err != nil {
 		return fmt.Errorf("read events of turn %s: %w", sub.turn.ID, err)
 	}
 	for _, e := range evs {
-		if !sub.send(ctx, e) || sub.done {
-			return nil
-		}
+		sub.queue1(Share(e))
 	}
 	if len(evs) > 0 {
 		return nil
@@ -137,25 +262,39 @@ func (sub *subscription) catchUp(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read turn %s: %w", sub.turn.ID, err)
 	}
-	// Settled with no event after the last one sent: the subscriber has
+	// Settled with no event after the last one queued: the subscriber has
 	// the final event already. (A turn settled after the events were read
-	// has a LastSeq past it: the next catch-up or the live follow sends
+	// has a LastSeq past it: the next catch-up or the live follow queues
 	// its events.)
 	if t.State.Final() && t.LastSeq <= sub.last {
-		sub.done = true
+		sub.final = true
 	}
 	return nil
 }
 
-// send delivers e unless ctx ended, and notes a final event.
-func (sub *subscription) send(ctx context.Context, e Event) bool {
+// check reads the turn: its events if there are new ones (LastSeq counts
+// the stored events), else whether it settled with the subscriber having
+// its final event.
+func (sub *Subscription) check(ctx context.Context) error {
+	t, err := sub.s.store.TurnByID(ctx, sub.turn.ID)
+	if err != nil {
+		return fmt.Errorf("read turn %s: %w", sub.turn.ID, err)
+	}
+	if t.LastSeq > sub.last {
+		return sub.catchUp(ctx)
+	}
+	sub.resetPoll()
+	sub.final = t.State.Final()
+	return nil
+}
+
+// pause waits d, or until ctx ends.
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
-	case sub.out <- e:
-		sub.last = e.Seq
-		sub.done = e.Final()
-		return true
 	case <-ctx.Done():
-		return false
+	case <-t.C:
 	}
 }
 
@@ -202,7 +341,7 @@ func (w *turnWaiter) wait(ctx context.Context) (bool, error) {
 	s := w.s
 	delay := 5 * time.Millisecond
 	for ctx.Err() == nil {
-		var live <-chan Event
+		var live <-chan *SharedEvent
 		if s.follower != nil {
 			ch, err := s.follower.Follow(ctx, w.turn.ID, w.turn.LastSeq)
 			if err != nil && ctx.Err() == nil {
@@ -239,7 +378,7 @@ func (w *turnWaiter) wait(ctx context.Context) (bool, error) {
 
 // follow reads live events until the turn's final one (then true, once
 // the store says so too), or until the follow ends (false).
-func (w *turnWaiter) follow(ctx context.Context, live <-chan Event) (bool, error) {
+func (w *turnWaiter) follow(ctx context.Context, live <-chan *SharedEvent) (bool, error) {
 	for {
 		select {
 		case <-ctx.Done():

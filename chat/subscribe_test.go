@@ -42,7 +42,7 @@ type hookedFollower struct {
 	onFollow func()
 }
 
-func (f *hookedFollower) Follow(ctx context.Context, turnID string, after int64) (<-chan chat.Event, error) {
+func (f *hookedFollower) Follow(ctx context.Context, turnID string, after int64) (<-chan *chat.SharedEvent, error) {
 	ch, err := f.Follower.Follow(ctx, turnID, after)
 	f.follows.Add(1)
 	if f.onFollow != nil {
@@ -216,19 +216,21 @@ func (s *settleHookStore) SettleTurn(ctx context.Context, turnID string, state c
 }
 
 // collect reads a subscription to its end.
-func collect(t *testing.T, ch <-chan chat.Event) []chat.Event {
+func collect(t *testing.T, sub *chat.Subscription) []chat.Event {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	var got []chat.Event
-	timeout := time.After(10 * time.Second)
 	for {
-		select {
-		case e, ok := <-ch:
-			if !ok {
-				return got
+		batch, ok := sub.Next(ctx, nil)
+		if !ok {
+			if ctx.Err() != nil {
+				t.Fatalf("subscription did not end; got %d events", len(got))
 			}
-			got = append(got, e)
-		case <-timeout:
-			t.Fatalf("subscription did not end; got %d events", len(got))
+			return got
+		}
+		for _, e := range batch {
+			got = append(got, e.Event)
 		}
 	}
 }

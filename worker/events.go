@@ -197,26 +197,27 @@ func (e *Events) addFeed(ctx context.Context, pipe redis.Pipeliner, fe chat.Feed
 	return nil
 }
 
-// Follow returns the live events of a turn with Seq > after.
-func (e *Events) Follow(ctx context.Context, turnID string, after int64) (<-chan chat.Event, error) {
-	ch := make(chan chat.Event, e.cfg.Buffer)
-	var once sync.Once
-	f := &follower{close: func() { once.Do(func() { close(ch) }) }}
+// Follow returns the live events of a turn with Seq > after. Each entry is
+// decoded once into a value every follower of the turn shares.
+func (e *Events) Follow(ctx context.Context, turnID string, after int64) (<-chan *chat.SharedEvent, error) {
+	ch := make(chan *chat.SharedEvent, e.cfg.Buffer)
+	f := &follower{}
 	f.deliver = func(v any) bool {
 		select {
-		case ch <- v.(chat.Event):
+		case ch <- v.(*chat.SharedEvent):
 			return true
 		default:
 			return false
 		}
 	}
+	f.close = func() { close(ch) }
 	decode := func(_ string, data []byte) (any, bool) {
 		var ev chat.Event
 		if err := json.Unmarshal(data, &ev); err != nil {
 			e.log.Warn("decode turn event", slog.String("turn", turnID), slog.Any("err", err))
 			return nil, false
 		}
-		return ev, true
+		return chat.Share(ev), true
 	}
 	if err := e.add(ctx, turnKey(turnID), strconv.FormatInt(after, 10)+"-1", decode, f); err != nil {
 		return nil, err
@@ -242,8 +243,7 @@ func (e *Events) FollowFeed(ctx context.Context, repo, after string) (<-chan cha
 		return nil, chat.Errorf(chat.CodeInvalid, "Last-Event-ID %q is not a feed position", after)
 	}
 	ch := make(chan chat.FeedEvent, e.cfg.Buffer)
-	var once sync.Once
-	f := &follower{close: func() { once.Do(func() { close(ch) }) }}
+	f := &follower{close: func() { close(ch) }}
 	f.deliver = func(v any) bool {
 		select {
 		case ch <- v.(chat.FeedEvent):
@@ -285,6 +285,7 @@ func (e *Events) add(ctx context.Context, key, from string, decode func(string, 
 		return errors.New("events: closed")
 	}
 	w := e.watches[key]
+	changed := true
 	if w == nil {
 		e.gen++
 		w = &watch{last: from, gen: e.gen, decode: decode, followers: map[*follower]struct{}{}}
@@ -295,6 +296,10 @@ func (e *Events) add(ctx context.Context, key, from string, decode func(string, 
 		// there. The followers that had those entries skip them.
 		e.gen++
 		w.last, w.gen = from, e.gen
+	} else {
+		// The reader reads the stream already, from before this follower's
+		// position: it delivers the entries after it with no new read.
+		changed = false
 	}
 	w.followers[f] = struct{}{}
 	e.mu.Unlock()
@@ -302,7 +307,9 @@ func (e *Events) add(ctx context.Context, key, from string, decode func(string, 
 		e.remove(key, f)
 		return err
 	}
-	e.poke()
+	if changed {
+		e.poke()
+	}
 	context.AfterFunc(ctx, func() { e.remove(key, f) })
 	return nil
 }
@@ -321,15 +328,15 @@ func (e *Events) remove(key string, f *follower) {
 	e.mu.Unlock()
 }
 
-// poke interrupts the reader's blocking read so it sees a new watch.
+// poke interrupts the reader's blocking read so it sees a new watch (or a
+// watch set back), in one round trip.
 func (e *Events) poke() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	err := e.rdb.XAdd(ctx, &redis.XAddArgs{Stream: e.wake, MaxLen: 10, Approx: false, Values: []any{"w", "1"}}).Err()
-	if err == nil {
-		err = e.rdb.Expire(ctx, e.wake, time.Hour).Err()
-	}
-	if err != nil {
+	pipe := e.rdb.Pipeline()
+	pipe.XAdd(ctx, &redis.XAddArgs{Stream: e.wake, MaxLen: 10, Approx: false, Values: []any{"w", "1"}})
+	pipe.Expire(ctx, e.wake, time.Hour)
+	if _, err := pipe.Exec(ctx); err != nil {
 		e.log.Warn("wake events reader", slog.Any("err", err))
 	}
 }

@@ -185,7 +185,7 @@ func TestFollowerJoiningWithAPositionGetsWhatCameAfter(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		seqs := func(evs []chat.Event) []int64 {
+		seqs := func(evs []*chat.SharedEvent) []int64 {
 			out := make([]int64, len(evs))
 			for i, e := range evs {
 				out[i] = e.Seq
@@ -214,7 +214,7 @@ func TestFollowerJoiningWithAPositionGetsWhatCameAfter(t *testing.T) {
 		if err := ev.Publish(ctx, "turn-1", events[3:], nil); err != nil {
 			t.Fatal(err)
 		}
-		for name, ch := range map[string]<-chan chat.Event{"first": turn, "second": again} {
+		for name, ch := range map[string]<-chan *chat.SharedEvent{"first": turn, "second": again} {
 			if got := seqs(receive(t, name+" turn follower, live", ch, 1)); !cmp.Equal(got, []int64{4}) {
 				t.Errorf("%s turn follower's live event: seqs %v, want 4", name, got)
 			}
