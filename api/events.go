@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -60,36 +62,169 @@ func lastEventID(c echo.Context) string {
 	return c.QueryParam("last_event_id")
 }
 
-// sse writes a Server-Sent Events stream.
+// stalledWrite is how long a write to a taken-over stream may block (the
+// client reads nothing) before the stream is given up.
+const stalledWrite = time.Minute
+
+// sse writes a Server-Sent Events stream: through the response, or, once
+// taken over from the HTTP server (HTTP/1.1), straight to the connection,
+// in chunks of its own, so that an open stream holds neither the server's
+// buffers and goroutines nor the request.
 type sse struct {
-	w *echo.Response
+	w    *echo.Response // nil when taken over
+	conn net.Conn       // when taken over
+	buf  *[]byte        // the chunk being written on conn, nil between flushes
+	size int64          // bytes written
+	dead bool           // a write failed
+	// deadline is conn's write deadline.
+	deadline time.Time
+	// ctx is the stream's: once it ended, a write to conn may block
+	// streamGoodbyeWait at most.
+	ctx context.Context
 }
 
-func startSSE(c echo.Context) *sse {
+// chunkRoom is the room kept before a chunk's data for its size line.
+const chunkRoom = 18
+
+var chunkPool = sync.Pool{New: func() any { b := make([]byte, chunkRoom, 1024); return &b }}
+
+// startSSE begins the stream of c with the contract's headers and retry
+// line. It takes the connection over from the HTTP server when it can (an
+// HTTP/1.1 request): the stream then outlives the handler, which must
+// return at once, and ends when ctx ends.
+func startSSE(ctx context.Context, c echo.Context) *sse {
 	h := c.Response().Header()
 	h.Set(echo.HeaderContentType, "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	h.Set("Connection", "keep-alive")
+	s := &sse{ctx: ctx}
+	if r := c.Request(); r.ProtoMajor == 1 && r.ProtoMinor >= 1 {
+		if conn, _, err := c.Response().Hijack(); err == nil {
+			s.conn = conn
+			h.Set("Transfer-Encoding", "chunked")
+			h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+			var head strings.Builder
+			head.WriteString("HTTP/1.1 200 OK\r\n")
+			_ = h.Write(&head)
+			head.WriteString("\r\n")
+			s.deadline = time.Now().Add(stalledWrite)
+			_ = conn.SetWriteDeadline(s.deadline)
+			if _, err := io.WriteString(conn, head.String()); err != nil {
+				s.dead = true
+			}
+			s.writeString("retry: 3000\n\n")
+			s.flush()
+			return s
+		}
+	}
 	c.Response().WriteHeader(http.StatusOK)
-	s := &sse{w: c.Response()}
+	s.w = c.Response()
 	s.writeString("retry: 3000\n\n")
 	s.flush()
 	return s
 }
 
+// taken reports whether the stream was taken over from the HTTP server.
+func (s *sse) taken() bool { return s.conn != nil }
+
 // write queues b on the stream; flush sends what is queued.
 func (s *sse) write(b []byte) bool {
-	_, err := s.w.Write(b)
-	return err == nil
+	if s.dead {
+		return false
+	}
+	if s.conn == nil {
+		n, err := s.w.Write(b)
+		s.size += int64(n)
+		s.dead = err != nil
+		return !s.dead
+	}
+	if s.buf == nil {
+		s.buf = chunkPool.Get().(*[]byte)
+	}
+	*s.buf = append(*s.buf, b...)
+	s.size += int64(len(b))
+	return true
 }
 
 func (s *sse) writeString(text string) bool {
-	_, err := io.WriteString(s.w, text)
-	return err == nil
+	if s.conn == nil {
+		if s.dead {
+			return false
+		}
+		n, err := io.WriteString(s.w, text)
+		s.size += int64(n)
+		s.dead = err != nil
+		return !s.dead
+	}
+	if s.buf == nil {
+		if s.dead {
+			return false
+		}
+		s.buf = chunkPool.Get().(*[]byte)
+	}
+	*s.buf = append(*s.buf, text...)
+	s.size += int64(len(text))
+	return true
 }
 
-func (s *sse) flush() { s.w.Flush() }
+// flush sends what is queued: on a taken-over connection, as one chunk in
+// one write.
+func (s *sse) flush() bool {
+	if s.conn == nil {
+		if !s.dead {
+			s.w.Flush()
+		}
+		return !s.dead
+	}
+	if s.buf == nil {
+		return !s.dead
+	}
+	b := *s.buf
+	data := len(b) - chunkRoom
+	var size [chunkRoom]byte
+	line := append(strconv.AppendInt(size[:0], int64(data), 16), "\r\n"...)
+	start := chunkRoom - len(line)
+	copy(b[start:], line)
+	b = append(b, "\r\n"...)
+	s.send(b[start:])
+	*s.buf = b[:chunkRoom]
+	if cap(b) <= 64<<10 {
+		chunkPool.Put(s.buf)
+	}
+	s.buf = nil
+	return !s.dead
+}
+
+// send writes b on the taken-over connection.
+func (s *sse) send(b []byte) {
+	if s.dead {
+		return
+	}
+	// The deadline moves when half of it is spent (a write that blocks
+	// then has half a stalledWrite at least), or to the goodbye's.
+	now := time.Now()
+	if s.ctx.Err() != nil {
+		s.deadline = now.Add(streamGoodbyeWait)
+		_ = s.conn.SetWriteDeadline(s.deadline)
+	} else if s.deadline.Sub(now) < stalledWrite/2 {
+		s.deadline = now.Add(stalledWrite)
+		_ = s.conn.SetWriteDeadline(s.deadline)
+	}
+	if _, err := s.conn.Write(b); err != nil {
+		s.dead = true
+	}
+}
+
+// end ends a taken-over stream: its last chunk, and the connection closes.
+func (s *sse) end() {
+	if s.conn == nil {
+		return
+	}
+	s.flush()
+	s.send([]byte("0\r\n\r\n"))
+	_ = s.conn.Close()
+}
 
 // frame renders an event of a stream: its id and its data, JSON.
 func frame(id string, data any) []byte {
@@ -133,14 +268,14 @@ func (s *Server) turnEvents(c echo.Context) error {
 			return chat.Errorf(chat.CodeInvalid, "Last-Event-ID must be an event's id, not %q", v)
 		}
 	}
-	ctx, stop := s.streamContext(c)
-	defer stop()
+	ctx, detach, cancel := s.streamContext(c)
 	sub, err := s.svc.Subscribe(ctx, c.Param("id"), n, after)
 	if err != nil {
+		cancel()
 		return err
 	}
 	traceID := requestID(c)
-	return s.pump(ctx, c, func(ctx context.Context, wake <-chan time.Time, out *sse) bool {
+	return s.pump(ctx, c, detach, cancel, func(ctx context.Context, wake <-chan time.Time, out *sse) bool {
 		evs, ok := sub.Next(ctx, wake)
 		for _, e := range evs {
 			if !out.write(sharedTurnFrame(e, traceID)) {
@@ -154,13 +289,13 @@ func (s *Server) turnEvents(c echo.Context) error {
 // repoEvents streams the turn state changes of a repository's
 // conversations, for dashboards.
 func (s *Server) repoEvents(c echo.Context) error {
-	ctx, stop := s.streamContext(c)
-	defer stop()
+	ctx, detach, cancel := s.streamContext(c)
 	events, err := s.svc.SubscribeFeed(ctx, repoName(c), lastEventID(c))
 	if err != nil {
+		cancel()
 		return err
 	}
-	return s.pump(ctx, c, func(ctx context.Context, wake <-chan time.Time, out *sse) bool {
+	return s.pump(ctx, c, detach, cancel, func(ctx context.Context, wake <-chan time.Time, out *sse) bool {
 		select {
 		case <-ctx.Done():
 			return false
@@ -183,14 +318,19 @@ func (s *Server) repoEvents(c echo.Context) error {
 	})
 }
 
-// streamContext returns the context of an event stream: the request's,
-// ended also when the server begins to stop.
-func (s *Server) streamContext(c echo.Context) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(c.Request().Context())
-	stop := context.AfterFunc(s.stopping, cancel)
-	return ctx, func() {
-		stop()
-		cancel()
+// streamContext returns the context of an event stream: the request's
+// values (its token: what the stream may see), ended when the server
+// begins to stop, when cancel is called, and with the request until detach
+// (the stream outlives a handler that handed its connection over).
+func (s *Server) streamContext(c echo.Context) (ctx context.Context, detach func(), cancel func()) {
+	req := c.Request().Context()
+	ctx, end := context.WithCancel(context.WithoutCancel(req))
+	unstop := context.AfterFunc(s.stopping, end)
+	unreq := context.AfterFunc(req, end)
+	return ctx, func() { unreq() }, func() {
+		unstop()
+		unreq()
+		end()
 	}
 }
 
@@ -203,35 +343,49 @@ const reconnectHint = "retry: 500\n: reconnect: the server is stopping; reconnec
 // returns false once the stream is over) or returns when wake fires first;
 // what it wrote goes out in one flush. A wake when nothing was written
 // since the one before writes a ": ping" comment: one every ping interval
-// of an idle stream.
-// The stream ends when next says so, the client leaves or the server stops
-// (then with the reconnect hint). ctx is the stream's context
-// (streamContext).
-func (s *Server) pump(ctx context.Context, c echo.Context, next func(ctx context.Context, wake <-chan time.Time, out *sse) bool) error {
+// of an idle stream. The stream ends when next says so, the client leaves
+// (a write fails, or the request ends while the HTTP server still holds
+// the connection) or the server stops (then with the reconnect hint). ctx
+// is the stream's (streamContext); pump calls cancel when the stream ends.
+// A stream taken over from the HTTP server runs on a goroutine of its own
+// and pump returns at once.
+func (s *Server) pump(ctx context.Context, c echo.Context, detach, cancel func(), next func(ctx context.Context, wake <-chan time.Time, out *sse) bool) error {
 	s.streams.Add(1)
+	out := startSSE(ctx, c)
+	if !out.taken() {
+		s.stream(ctx, out, cancel, next)
+		return nil
+	}
+	detach()
+	go s.stream(ctx, out, cancel, next)
+	return nil
+}
+
+// stream is pump's loop.
+func (s *Server) stream(ctx context.Context, out *sse, cancel func(), next func(ctx context.Context, wake <-chan time.Time, out *sse) bool) {
 	defer s.streams.Add(-1)
-	out := startSSE(c)
+	defer cancel()
+	defer out.end()
 	tick := time.NewTicker(s.cfg.PingInterval)
 	defer tick.Stop()
-	pinged := c.Response().Size // the size at the last wake
+	pinged := out.size // the size at the last wake
 	for {
-		before := c.Response().Size
+		before := out.size
 		ok := next(ctx, tick.C, out)
-		if s.stopping.Err() != nil && c.Request().Context().Err() == nil {
+		if s.stopping.Err() != nil {
 			out.writeString(reconnectHint)
 			out.flush()
-			return nil
+			return
 		}
-		if size := c.Response().Size; size == before && ok {
+		if out.size == before && ok {
 			// A wake.
-			if size == pinged && !out.writeString(": ping\n\n") {
-				return nil
+			if out.size == pinged && !out.writeString(": ping\n\n") {
+				return
 			}
-			pinged = c.Response().Size
+			pinged = out.size
 		}
-		out.flush()
-		if !ok {
-			return nil
+		if !out.flush() || !ok {
+			return
 		}
 	}
 }

@@ -185,7 +185,9 @@ func (sub *Subscription) take() []*SharedEvent {
 // published between the two is missed: duplicates are dropped by seq.
 func (sub *Subscription) follow(ctx context.Context) {
 	sub.refollow, sub.stale = false, true
-	ch, err := sub.s.follower.Follow(ctx, sub.turn.ID, sub.last)
+	var ch <-chan *SharedEvent
+	var err error
+	aside(func() { ch, err = sub.s.follower.Follow(ctx, sub.turn.ID, sub.last) })
 	if err != nil {
 		if ctx.Err() == nil {
 			sub.s.log.WarnContext(ctx, "follow turn events; polling the store", slog.String("turn", sub.turn.ID), slog.Any("err", err))
@@ -248,19 +250,28 @@ func (sub *Subscription) catchUp(ctx context.Context) error {
 	s := sub.s
 	sub.stale = false
 	sub.resetPoll()
-	evs, err := s.store.Events(ctx, sub.turn.ID, sub.last)
+	var evs []Event
+	var t Turn
+	var err error
+	aside(func() {
+		if evs, err = s.store.Events(ctx, sub.turn.ID, sub.last); err != nil {
+			err = fmt.Errorf("read events of turn %s: %w", sub.turn.ID, err)
+			return
+		}
+		if len(evs) == 0 {
+			if t, err = s.store.TurnByID(ctx, sub.turn.ID); err != nil {
+				err = fmt.Errorf("read turn %s: %w", sub.turn.ID, err)
+			}
+		}
+	})
 	if err != nil {
-		return fmt.Errorf("read events of turn %s: %w", sub.turn.ID, err)
+		return err
 	}
 	for _, e := range evs {
 		sub.queue1(Share(e))
 	}
 	if len(evs) > 0 {
 		return nil
-	}
-	t, err := s.store.TurnByID(ctx, sub.turn.ID)
-	if err != nil {
-		return fmt.Errorf("read turn %s: %w", sub.turn.ID, err)
 	}
 	// Settled with no event after the last one queued: the subscriber has
 	// the final event already. (A turn settled after the events were read
@@ -276,7 +287,9 @@ func (sub *Subscription) catchUp(ctx context.Context) error {
 // the stored events), else whether it settled with the subscriber having
 // its final event.
 func (sub *Subscription) check(ctx context.Context) error {
-	t, err := sub.s.store.TurnByID(ctx, sub.turn.ID)
+	var t Turn
+	var err error
+	aside(func() { t, err = sub.s.store.TurnByID(ctx, sub.turn.ID) })
 	if err != nil {
 		return fmt.Errorf("read turn %s: %w", sub.turn.ID, err)
 	}
@@ -286,6 +299,19 @@ func (sub *Subscription) check(ctx context.Context) error {
 	sub.resetPoll()
 	sub.final = t.State.Final()
 	return nil
+}
+
+// aside runs f, a call of the store or the follower, on a goroutine that
+// ends with it, and waits for it: what f needs of a stack (deep, in the
+// database driver) is not kept by the stack of the subscriber's goroutine,
+// which waits with it for as long as the stream is open.
+func aside(f func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	<-done
 }
 
 // pause waits d, or until ctx ends.
