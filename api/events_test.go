@@ -1,11 +1,14 @@
 package api_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -388,5 +391,66 @@ func TestShutdownEndsStreams(t *testing.T) {
 	}
 	if _, ok := s.Next(); ok {
 		t.Error("the stream went on after Shutdown")
+	}
+}
+
+// TestStreamOverHTTP10AndHTTP11: an HTTP/1.1 stream (taken over from the
+// HTTP server, in chunks) and an HTTP/1.0 one (served by the handler, the
+// body ending with the connection) carry the contract's headers and the
+// same events, ending with done.
+func TestStreamOverHTTP10AndHTTP11(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	v := f.review("scripted", nil)
+	release := make(chan struct{})
+	close(release)
+	f.scripted.Push(liveStep(release))
+	conv := f.ask(v, "Why?")
+	f.settle(conv, 1)
+	want := f.subscribe(conv, 1, "").All()
+	addr := strings.TrimPrefix(f.url, "http://")
+	for _, proto := range []string{"HTTP/1.0", "HTTP/1.1"} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		fmt.Fprintf(conn, "GET /api/v1/conversations/%s/turns/1/events %s\r\nHost: %s\r\n\r\n", conv, proto, addr)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: "GET"})
+		if err != nil {
+			t.Fatalf("%s: %v", proto, err)
+		}
+		for h, v := range map[string]string{"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"} {
+			if got := resp.Header.Get(h); got != v {
+				t.Errorf("%s: header %s = %q, want %q", proto, h, got, v)
+			}
+		}
+		if chunked := slices.Contains(resp.TransferEncoding, "chunked"); chunked != (proto == "HTTP/1.1") {
+			t.Errorf("%s: transfer encoding %v", proto, resp.TransferEncoding)
+		}
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatalf("%s: the stream did not end cleanly: %v", proto, err)
+		}
+		if !strings.HasPrefix(string(body), "retry: 3000\n\n") {
+			t.Errorf("%s: the stream begins %.40q", proto, body)
+		}
+		var ids []string
+		for _, line := range strings.Split(string(body), "\n") {
+			if id, ok := strings.CutPrefix(line, "id: "); ok {
+				ids = append(ids, id)
+			}
+		}
+		var wantIDs []string
+		for _, e := range want {
+			wantIDs = append(wantIDs, e.ID)
+		}
+		if diff := cmp.Diff(wantIDs, ids); diff != "" {
+			t.Errorf("%s: event ids (-want +got):\n%s", proto, diff)
+		}
+		if !strings.Contains(string(body), `"type":"done"`) {
+			t.Errorf("%s: no done event in %q", proto, body)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/prchat/prchat/agentsession"
 	"github.com/prchat/prchat/agentsession/agentsessiontest"
@@ -59,6 +60,7 @@ type waitFixture struct {
 	store    *countingStore
 	follower *hookedFollower
 	deps     chat.Deps // other's
+	rdb      redis.UniversalClient
 	conv     string
 	turnID   string
 }
@@ -79,7 +81,7 @@ func setupWait(t *testing.T, follow bool) *waitFixture {
 	}
 	events := worker.NewEvents(rdb, worker.EventsConfig{})
 	t.Cleanup(events.Stop)
-	f := &waitFixture{store: &countingStore{Store: storetest.New(t)}, follower: &hookedFollower{Follower: events}}
+	f := &waitFixture{store: &countingStore{Store: storetest.New(t)}, follower: &hookedFollower{Follower: events}, rdb: rdb}
 	ws, err := agentsession.NewWorkspaces(agentsession.Config{DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -332,5 +334,139 @@ func TestSubscribeWhileSettling(t *testing.T) {
 				t.Fatalf("turn %d: a subscriber's events (-stored +got):\n%s", n, diff)
 			}
 		}
+	}
+}
+
+// TestSubscriptionFallingBehindCatchesUpFromTheStore: a subscriber that
+// does not read while more events are published than its follow holds is
+// dropped by the follower, then gets the rest from the store and follows
+// again: every event once, in order.
+func TestSubscriptionFallingBehindCatchesUpFromTheStore(t *testing.T) {
+	t.Parallel()
+	f := setupWait(t, false)
+	events := worker.NewEvents(f.rdb, worker.EventsConfig{Buffer: 2})
+	t.Cleanup(events.Stop)
+	follower := &hookedFollower{Follower: events}
+	deps := f.deps
+	deps.Store, deps.Follower = f.store.Store, follower
+	svc, err := chat.NewService(chat.Config{AnyPath: true}, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	turn, err := f.store.TurnByID(ctx, f.turnID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := svc.Subscribe(ctx, f.conv, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := make(chan time.Time)
+	close(now) // Next returns at once when nothing is ready
+	var got []int64
+	read := func() {
+		batch, ok := sub.Next(ctx, now)
+		if !ok {
+			t.Fatalf("the stream ended after %v", got)
+		}
+		for _, e := range batch {
+			got = append(got, e.Seq)
+		}
+	}
+	read() // the stored events; the follow is on
+	if follower.follows.Load() != 1 {
+		t.Fatalf("%d follows after the first read, want 1", follower.follows.Load())
+	}
+	// Another follower of the turn, as full as the subscriber's: once it
+	// is dropped, the subscriber's follow was dropped too (the same entry
+	// overflowed both).
+	witness, err := events.Follow(ctx, f.turnID, turn.LastSeq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []chat.Event
+	for i := range 20 {
+		evs = append(evs, chat.Event{Seq: turn.LastSeq + int64(i) + 1, Type: chat.EventTextDelta, Text: "x", At: time.Now()})
+	}
+	if err := f.store.AppendEvents(ctx, f.turnID, turn.Fence, evs); err != nil {
+		t.Fatal(err)
+	}
+	if err := events.Publish(ctx, f.turnID, evs, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the follow to be dropped", func() bool {
+		select {
+		case _, ok := <-witness:
+			return !ok
+		default:
+			return false
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for len(got) < int(turn.LastSeq)+len(evs) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the subscriber got %v", got)
+		}
+		read()
+	}
+	var want []int64
+	for seq := int64(1); seq <= turn.LastSeq+int64(len(evs)); seq++ {
+		want = append(want, seq)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("seqs (-want +got):\n%s", diff)
+	}
+	if n := follower.follows.Load(); n != 2 {
+		t.Errorf("%d follows, want 2 (dropped once, then followed again)", n)
+	}
+}
+
+// TestSubscriptionStreamsStoredThenLiveToTheFinalEvent: a subscription
+// returns the stored events, then the live ones, and ends after the final
+// event; one opened after it, with the final event's seq, ends with none.
+func TestSubscriptionStreamsStoredThenLiveToTheFinalEvent(t *testing.T) {
+	t.Parallel()
+	f := setupWait(t, true)
+	ctx := t.Context()
+	stored, err := f.svc.Transcript(ctx, f.conv, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := f.svc.Subscribe(ctx, f.conv, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := make(chan time.Time)
+	close(now)
+	first, ok := sub.Next(ctx, now)
+	if !ok || len(first) != len(stored) {
+		t.Fatalf("first Next = %d events (%v), want the %d stored", len(first), ok, len(stored))
+	}
+	if _, err := f.other.Cancel(ctx, f.conv, 1); err != nil {
+		t.Fatal(err)
+	}
+	rest := collect(t, sub)
+	all, err := f.svc.Transcript(ctx, f.conv, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []chat.Event
+	for _, e := range first {
+		got = append(got, e.Event)
+	}
+	got = append(got, rest...)
+	if diff := cmp.Diff(seqTypes(all), seqTypes(got)); diff != "" {
+		t.Errorf("stored then live (-transcript +got):\n%s", diff)
+	}
+	if len(got) == 0 || !got[len(got)-1].Final() {
+		t.Fatalf("the stream did not end with the final event: %v", seqTypes(got))
+	}
+	again, err := f.svc.Subscribe(ctx, f.conv, 1, got[len(got)-1].Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if evs, ok := again.Next(ctx, nil); ok || len(evs) != 0 {
+		t.Errorf("after the final event: Next = %d events, %v; want none, ended", len(evs), ok)
 	}
 }

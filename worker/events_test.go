@@ -283,3 +283,48 @@ func TestFollowersJoiningWhilePublishing(t *testing.T) {
 		}
 	})
 }
+
+// TestFollowersShareOneValuePerEvent: every follower of a turn gets the
+// same decoded value for an entry (rendered once for all of them), and a
+// follower that joins a stream already read gets the entries after its
+// position.
+func TestFollowersShareOneValuePerEvent(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ev := NewEvents(e.rdb, EventsConfig{})
+	t.Cleanup(ev.Stop)
+	ctx := t.Context()
+	a, err := ev.Follow(ctx, "turn-1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ev.Follow(ctx, "turn-1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.Publish(ctx, "turn-1", []chat.Event{{Seq: 1, Type: chat.EventTextDelta, Text: "a"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	first, second := receive(t, "a", a, 1)[0], receive(t, "b", b, 1)[0]
+	if first != second {
+		t.Errorf("the followers got two values for one entry: %p and %p", first, second)
+	}
+	var renders int
+	render := func(e chat.Event) []byte { renders++; return []byte(e.Text) }
+	if string(first.Rendered(render)) != "a" || string(second.Rendered(render)) != "a" || renders != 1 {
+		t.Errorf("rendered %d times, want once", renders)
+	}
+	// A follower joining at the reader's position: no replay, the next
+	// entry.
+	c, err := ev.Follow(ctx, "turn-1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.Publish(ctx, "turn-1", []chat.Event{{Seq: 2, Type: chat.EventTextDelta, Text: "b"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := receive(t, "c", c, 1)[0]; got.Seq != 2 {
+		t.Errorf("the follower joining after 1 got seq %d, want 2", got.Seq)
+	}
+	quiet(t, "c", c)
+}
