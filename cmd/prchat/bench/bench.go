@@ -67,6 +67,11 @@ bench makes a schema of its own in that database and drops it when done,
 and takes a Redis database that must be empty (e.g. redis://host:6379/14),
 which it flushes when done. No PRCHAT_* variable is read.
 
+The events phase (up to 10,000 subscribers by default) holds a socket
+per subscriber in the bench and in the API process: the bench raises its
+open files limit to the hard limit, which the daemons inherit, and stops
+if that is too low.
+
 Flags:
 `
 
