@@ -249,6 +249,7 @@ type bencher struct {
 	askPath     string
 	daemons     []*benchDaemon
 	rep         report
+	perf        perfState // what the throughput phase found so far
 }
 
 // Run runs the bench cfg describes and prints its report to stdout; the
@@ -561,6 +562,12 @@ func (b *bencher) run(ctx context.Context) error {
 // worker processes, against the given Redis (and Postgres).
 func (b *bencher) runSplit(ctx context.Context) error {
 	c := b.cfg
+	if c.has(phaseThroughput) {
+		// asynq by itself, before any daemon shares the machine with it.
+		if err := b.queueFloorRun(ctx); err != nil {
+			return err
+		}
+	}
 	api, err := b.startDaemon(ctx, "api", "api")
 	if err != nil {
 		return err
@@ -593,16 +600,7 @@ func (b *bencher) runSplit(ctx context.Context) error {
 		b.idleCPU(ctx, w1, api)
 	}
 	if c.has(phaseThroughput) {
-		if err := b.throughput(ctx, "api + 1 worker", api, []*benchDaemon{api, w1}); err != nil {
-			return err
-		}
-		w2, err := b.startDaemon(ctx, "worker", "worker-2")
-		if err != nil {
-			return err
-		}
-		err = b.throughput(ctx, "api + 2 workers", api, []*benchDaemon{api, w1, w2})
-		b.stopDaemon(w2)
-		if err != nil {
+		if w1, err = b.splitThroughput(ctx, api, w1); err != nil {
 			return err
 		}
 	}

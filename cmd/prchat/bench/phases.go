@@ -381,6 +381,7 @@ func (b *bencher) throughput(ctx context.Context, label string, api *benchDaemon
 	var atFrom, atUntil map[string]int64
 	var tFrom, tUntil time.Time
 	var cpuFrom, cpuUntil []time.Duration
+	var useFrom, useUntil usage
 	marks := make(chan error, 1)
 	go func() {
 		var err error
@@ -393,6 +394,7 @@ func (b *bencher) throughput(ctx context.Context, label string, api *benchDaemon
 		}
 		tFrom = time.Now()
 		cpuFrom = cpuTimes(daemons)
+		useFrom = b.sample(ctx)
 		if atFrom, err = b.settled(ctx); err != nil {
 			return
 		}
@@ -404,6 +406,7 @@ func (b *bencher) throughput(ctx context.Context, label string, api *benchDaemon
 		}
 		tUntil = time.Now()
 		cpuUntil = cpuTimes(daemons)
+		useUntil = b.sample(ctx)
 		atUntil, err = b.settled(ctx)
 	}()
 	asks := runLoad(ctx, b.cfg.Clients, warm, dur, 0, func(ctx context.Context) error {
@@ -442,22 +445,12 @@ func (b *bencher) throughput(ctx context.Context, label string, api *benchDaemon
 			goal, v = "≥ 500", verdict(tps >= 500)
 		}
 		b.rep.add("throughput P3", "turns/s settled, "+label, rate(tps), goal, v)
+		b.addRatios(label, tps)
 		if wait, run, err := b.turnTimes(ctx, tFrom, tUntil); err == nil && len(run) > 0 {
 			b.rep.add("throughput P3", "  queue wait / run p50, as the daemon recorded", ms(wait.percentile(50))+" / "+ms(run.percentile(50)), "", "")
 		}
-		var parts []string
-		for i := range daemons {
-			if cpuFrom[i] >= 0 && cpuUntil[i] >= 0 && turns > 0 {
-				parts = append(parts, ms((cpuUntil[i]-cpuFrom[i])/time.Duration(turns)))
-			}
-		}
-		if len(parts) == len(daemons) {
-			names := make([]string, len(daemons))
-			for i, d := range daemons {
-				names[i] = d.name
-			}
-			b.rep.add("throughput P3", "  CPU per turn (ask + run), "+strings.Join(names, " + "), strings.Join(parts, " + "), "", "")
-		}
+		b.addDaemonCPU("throughput P3", "  CPU per turn (ask + run), ", daemons, cpuFrom, cpuUntil, turns)
+		b.addUsage("throughput P3", "turn", useFrom, useUntil, turns, daemonCPU(cpuFrom, cpuUntil))
 	}
 	if label == "1 serve" && b.cfg.has(phaseMemory) {
 		if peaks[0] > 0 {
@@ -478,6 +471,55 @@ func (b *bencher) throughput(ctx context.Context, label string, api *benchDaemon
 		}
 	}
 	return nil
+}
+
+// addDaemonCPU adds the row of the CPU per turn of each daemon between two
+// readings, if every one is known.
+func (b *bencher) addDaemonCPU(section, measure string, daemons []*benchDaemon, from, until []time.Duration, turns int64) {
+	var parts []string
+	for i := range daemons {
+		if from[i] >= 0 && until[i] >= 0 && turns > 0 {
+			parts = append(parts, ms((until[i]-from[i])/time.Duration(turns)))
+		}
+	}
+	if len(parts) == len(daemons) {
+		names := make([]string, len(daemons))
+		for i, d := range daemons {
+			names[i] = d.name
+		}
+		b.rep.add(section, measure+strings.Join(names, " + "), strings.Join(parts, " + "), "", "")
+	}
+}
+
+// daemonCPU sums the CPU the daemons used between two readings (those
+// known).
+func daemonCPU(from, until []time.Duration) time.Duration {
+	var sum time.Duration
+	for i := range from {
+		if from[i] >= 0 && until[i] >= 0 {
+			sum += until[i] - from[i]
+		}
+	}
+	return sum
+}
+
+// addRatios notes a topology's throughput and adds its ratios: of a split
+// topology to 1 serve, and of api + 1 worker to asynq's own floor.
+func (b *bencher) addRatios(label string, tps float64) {
+	if b.perf.turnsPerSecond == nil {
+		b.perf.turnsPerSecond = map[string]float64{}
+	}
+	b.perf.turnsPerSecond[label] = tps
+	if serve := b.perf.turnsPerSecond["1 serve"]; label != "1 serve" && serve > 0 {
+		goal, v := "", ""
+		if label == oneWorker {
+			goal, v = "≥ 0.80", verdict(tps >= 0.8*serve)
+		}
+		b.rep.add("throughput P3", "  ratio to 1 serve", fmt.Sprintf("%.2f", tps/serve), goal, v)
+	}
+	if label == oneWorker && b.perf.queueFloor > 0 {
+		b.rep.add("throughput P3", "  ratio to the asynq floor", fmt.Sprintf("%.2f", tps/b.perf.queueFloor), "", "")
+	}
 }
 
 // cpuTimes returns the CPU time each daemon used so far, -1 where unknown.

@@ -56,6 +56,81 @@ func processCPUFine(pid int) (time.Duration, error) {
 	return sum, nil
 }
 
+// machineCPU returns the CPU time of the machine, summed over its cores:
+// busy (all but idle and iowait) and all; -1 when unknown.
+func machineCPU() (busy, all time.Duration) {
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return -1, -1
+	}
+	st, err := fs.Stat()
+	if err != nil {
+		return -1, -1
+	}
+	c := st.CPUTotal
+	idle := c.Idle + c.Iowait
+	total := idle + c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ + c.Steal
+	return seconds(total - idle), seconds(total)
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// postmasterOf returns the postmaster of the Postgres backend process pid:
+// its parent, if both are postgres processes of this machine.
+func postmasterOf(pid int) (int, error) {
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		return 0, fmt.Errorf("backend process %d is not on this machine", pid)
+	}
+	st, err := p.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("backend process %d: %w", pid, err)
+	}
+	pp, err := procfs.NewProc(st.PPID)
+	if err != nil {
+		return 0, fmt.Errorf("parent of backend process %d: %w", pid, err)
+	}
+	pst, err := pp.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("parent of backend process %d: %w", pid, err)
+	}
+	if st.Comm != "postgres" || pst.Comm != "postgres" {
+		return 0, fmt.Errorf("process %d (%s) and its parent (%s) are not a Postgres server of this machine", pid, st.Comm, pst.Comm)
+	}
+	return st.PPID, nil
+}
+
+// processTreeCPU returns the CPU time of process pid and its children: its
+// own, its live children's and that of the children it has waited for.
+func processTreeCPU(pid int) (time.Duration, error) {
+	procs, err := procfs.AllProcs()
+	if err != nil {
+		return 0, fmt.Errorf("list processes: %w", err)
+	}
+	var total float64
+	found := false
+	for _, p := range procs {
+		st, err := p.Stat()
+		if err != nil {
+			continue // it exited meanwhile
+		}
+		switch {
+		case st.PID == pid:
+			found = true
+			total += st.CPUTime() + float64(st.CUTime+st.CSTime)/userHZ
+		case st.PPID == pid:
+			total += st.CPUTime()
+		}
+	}
+	if !found {
+		return 0, fmt.Errorf("process %d is gone", pid)
+	}
+	return seconds(total), nil
+}
+
+// userHZ is the unit of the CPU times in /proc/<pid>/stat.
+const userHZ = 100
+
 // loadAverage returns the one-minute load average, or "" when unknown.
 func loadAverage() string {
 	fs, err := procfs.NewDefaultFS()

@@ -24,6 +24,19 @@ func processCPUFine(int) (time.Duration, error) {
 	return 0, errors.New("CPU time is only read on Linux")
 }
 
+// machineCPU is only read on Linux (from /proc/stat).
+func machineCPU() (busy, all time.Duration) { return -1, -1 }
+
+// postmasterOf is only known on Linux.
+func postmasterOf(int) (int, error) {
+	return 0, errors.New("the Postgres server's processes are only read on Linux")
+}
+
+// processTreeCPU is only known on Linux.
+func processTreeCPU(int) (time.Duration, error) {
+	return 0, errors.New("CPU time is only read on Linux")
+}
+
 // loadAverage is only read on Linux.
 func loadAverage() string { return "" }
 

@@ -1,0 +1,259 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"net"
+	"net/url"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// usage is what the bench reads, at one moment, of what shares the machine
+// with the daemons under test: the machine's CPU, the Redis and Postgres
+// servers, and the bench's own process. A figure that cannot be read is
+// negative (nil for the maps).
+type usage struct {
+	// busy and all are the machine's CPU time, summed over its cores: busy
+	// is all but idle and iowait.
+	busy, all time.Duration
+	bench     time.Duration // the bench's own process
+	redisCPU  time.Duration // the Redis server process (INFO cpu)
+	// redisCalls counts the calls of each Redis command (INFO
+	// commandstats), the calls a script makes included.
+	redisCalls map[string]int64
+	pgCPU      time.Duration // the Postgres server: the postmaster and its children
+	pgXacts    int64         // transactions of the bench's database (pg_stat_database)
+	pgStmts    int64         // statements run in it (pg_stat_statements)
+}
+
+// perfState is what the throughput phase keeps between its topologies.
+type perfState struct {
+	// postmaster is the local Postgres server's process (0 not looked for
+	// yet, -1 not found: postmasterWhy says why); pgStatements says whether
+	// pg_stat_statements can be read.
+	postmaster    int
+	postmasterWhy string
+	pgStatements  bool
+	// turnsPerSecond are the throughput of each topology measured so far,
+	// by label, and queueFloor asynq's own (0 until measured).
+	turnsPerSecond map[string]float64
+	queueFloor     float64
+}
+
+// sample reads the usage now.
+func (b *bencher) sample(ctx context.Context) usage {
+	u := usage{busy: -1, all: -1, bench: -1, redisCPU: -1, pgCPU: -1, pgXacts: -1, pgStmts: -1}
+	u.busy, u.all = machineCPU()
+	if c, err := processCPU(os.Getpid()); err == nil {
+		u.bench = c
+	}
+	if b.rdb != nil {
+		if info, err := b.rdb.Info(ctx, "cpu").Result(); err == nil {
+			u.redisCPU = redisCPU(info)
+		}
+		if info, err := b.rdb.Info(ctx, "commandstats").Result(); err == nil {
+			u.redisCalls = redisCalls(info)
+		}
+	}
+	if b.db != nil && b.cfg.DatabaseURL != "" {
+		if b.perf.postmaster == 0 {
+			b.perf.postmaster, b.perf.postmasterWhy = b.findPostmaster(ctx)
+		}
+		if b.perf.postmaster > 0 {
+			if c, err := processTreeCPU(b.perf.postmaster); err == nil {
+				u.pgCPU = c
+			}
+		}
+		db := b.db.DB().WithContext(ctx)
+		var xacts []int64
+		if db.Raw(`SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()`).Scan(&xacts).Error == nil && len(xacts) == 1 {
+			u.pgXacts = xacts[0]
+		}
+		if b.perf.pgStatements {
+			var calls []int64
+			if db.Raw(`SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`).
+				Scan(&calls).Error == nil && len(calls) == 1 {
+				u.pgStmts = calls[0]
+			}
+		}
+	}
+	return u
+}
+
+// findPostmaster returns the process id of the Postgres server the bench's
+// database is on if it runs on this machine (the postmaster, the parent of
+// the bench's own backend), or -1 and why not. It also finds out whether
+// pg_stat_statements can be read.
+func (b *bencher) findPostmaster(ctx context.Context) (int, string) {
+	db := b.db.DB().WithContext(ctx)
+	var ext []int64
+	b.perf.pgStatements = db.Raw(`SELECT count(*) FROM pg_extension WHERE extname = 'pg_stat_statements'`).Scan(&ext).Error == nil &&
+		len(ext) == 1 && ext[0] > 0
+	if !loopbackURL(b.cfg.DatabaseURL) {
+		return -1, "the server is not on this machine"
+	}
+	var pids []int
+	if err := db.Raw(`SELECT pg_backend_pid()`).Scan(&pids).Error; err != nil || len(pids) != 1 {
+		return -1, fmt.Sprintf("pg_backend_pid: %v", err)
+	}
+	pm, err := postmasterOf(pids[0])
+	if err != nil {
+		return -1, err.Error()
+	}
+	return pm, ""
+}
+
+// loopbackURL reports whether a database URL names a server on this
+// machine (a loopback address, localhost or a Unix socket).
+func loopbackURL(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	host := u.Hostname()
+	if host == "" {
+		host = u.Query().Get("host")
+	}
+	if host == "" || host == "localhost" || strings.HasPrefix(host, "/") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// infoFields returns the name:value lines of a Redis INFO reply.
+func infoFields(info string) map[string]string {
+	out := map[string]string{}
+	for _, line := range strings.Split(info, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// redisCPU returns the CPU time of the Redis server process (user +
+// system) of an INFO cpu reply, or -1.
+func redisCPU(info string) time.Duration {
+	f := infoFields(info)
+	sys, err1 := strconv.ParseFloat(f["used_cpu_sys"], 64)
+	user, err2 := strconv.ParseFloat(f["used_cpu_user"], 64)
+	if err1 != nil || err2 != nil {
+		return -1
+	}
+	return time.Duration((sys + user) * float64(time.Second))
+}
+
+// redisCalls returns the calls of each command of an INFO commandstats
+// reply (cmdstat_<name>:calls=<n>,usec=...).
+func redisCalls(info string) map[string]int64 {
+	out := map[string]int64{}
+	for k, v := range infoFields(info) {
+		name, ok := strings.CutPrefix(k, "cmdstat_")
+		if !ok {
+			continue
+		}
+		for _, kv := range strings.Split(v, ",") {
+			if n, ok := strings.CutPrefix(kv, "calls="); ok {
+				if calls, err := strconv.ParseInt(n, 10, 64); err == nil {
+					out[name] = calls
+				}
+			}
+		}
+	}
+	return out
+}
+
+// perTurn formats d/turns, or n/a when either end of the window is unknown.
+func perTurn(from, until time.Duration, turns int64) string {
+	if from < 0 || until < 0 || turns <= 0 {
+		return "n/a"
+	}
+	return ms((until - from) / time.Duration(turns))
+}
+
+// commandsPerTurn formats the Redis commands per turn between two counts:
+// the total, then the top commands by calls.
+func commandsPerTurn(from, until map[string]int64, turns int64, top int) string {
+	if from == nil || until == nil || turns <= 0 {
+		return "n/a"
+	}
+	delta := map[string]int64{}
+	var sum int64
+	for name, n := range until {
+		if d := n - from[name]; d > 0 {
+			delta[name] = d
+			sum += d
+		}
+	}
+	names := slices.SortedFunc(maps.Keys(delta), func(a, b string) int {
+		return cmp.Or(cmp.Compare(delta[b], delta[a]), cmp.Compare(a, b))
+	})
+	per := func(n int64) string { return strconv.FormatFloat(float64(n)/float64(turns), 'f', 2, 64) }
+	parts := make([]string, 0, top)
+	for _, name := range names[:min(top, len(names))] {
+		parts = append(parts, strings.ToLower(name)+" "+per(delta[name]))
+	}
+	return per(sum) + ": " + strings.Join(parts, ", ")
+}
+
+// countPerTurn formats a count's change per turn, or n/a.
+func countPerTurn(from, until, turns int64) string {
+	if from < 0 || until < 0 || turns <= 0 {
+		return "n/a"
+	}
+	return strconv.FormatFloat(float64(until-from)/float64(turns), 'f', 2, 64)
+}
+
+// addUsage adds the rows of what the machine, Redis, Postgres and the
+// bench did between two samples, over turns turns (or tasks: unit), to
+// section. daemons is the CPU the daemons under test used meanwhile.
+func (b *bencher) addUsage(section, unit string, from, until usage, turns int64, daemons time.Duration) {
+	if turns <= 0 {
+		return
+	}
+	redis, pg := "n/a (in-process, in the serve daemon's figure)", "n/a (embedded SQLite)"
+	if b.rdb != nil {
+		redis = perTurn(from.redisCPU, until.redisCPU, turns)
+	}
+	if b.cfg.DatabaseURL != "" {
+		pg = perTurn(from.pgCPU, until.pgCPU, turns)
+		if b.perf.postmaster < 0 {
+			pg = "n/a (" + b.perf.postmasterWhy + ")"
+		}
+	}
+	b.rep.add(section, "  CPU per "+unit+", Postgres / Redis / the bench itself", pg+" / "+redis+" / "+perTurn(from.bench, until.bench, turns), "", "")
+	if from.busy >= 0 && until.busy > from.busy {
+		busy := until.busy - from.busy
+		share := float64(busy) / float64(until.all-from.all)
+		rest := busy - daemons
+		for _, c := range [][2]time.Duration{{from.pgCPU, until.pgCPU}, {from.redisCPU, until.redisCPU}, {from.bench, until.bench}} {
+			if c[0] >= 0 && c[1] >= 0 {
+				rest -= c[1] - c[0]
+			}
+		}
+		b.rep.add(section, fmt.Sprintf("  machine CPU busy (of %d cores): share, per %s, of which nothing above", runtime.NumCPU(), unit),
+			fmt.Sprintf("%.0f%% / %s / %s", 100*share, ms(busy/time.Duration(turns)), ms(rest/time.Duration(turns))), "", "")
+	}
+	if b.rdb != nil {
+		b.rep.add(section, "  Redis commands per "+unit+" (all, then the most called; a script's own calls count)", commandsPerTurn(from.redisCalls, until.redisCalls, turns, 5), "", "")
+	}
+	if b.cfg.DatabaseURL != "" {
+		stmts := "n/a (no pg_stat_statements)"
+		if b.perf.pgStatements {
+			stmts = countPerTurn(from.pgStmts, until.pgStmts, turns)
+		}
+		b.rep.add(section, "  Postgres transactions / statements per "+unit, countPerTurn(from.pgXacts, until.pgXacts, turns)+" / "+stmts, "", "")
+	}
+}
