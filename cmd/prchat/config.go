@@ -70,6 +70,10 @@ type Config struct {
 	// backend "bench" (flag --bench-agent of serve, api and worker only; a
 	// measuring aid, off by default).
 	BenchAgent bool
+	// CPUProfile, if set, is the file the daemon writes a CPU profile of
+	// its run to (flag --cpuprofile of serve, api and worker only; a
+	// measuring aid: prchat bench --cpuprofile profiles its daemons so).
+	CPUProfile string
 	// Access (see access.go).
 	InsecureNoAuth     bool
 	ReposRoots         string
@@ -272,6 +276,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string, help io.W
 	daemon := cmd != "migrate"
 	if daemon {
 		fs.BoolVar(&c.BenchAgent, "bench-agent", false, "")
+		fs.StringVar(&c.CPUProfile, "cpuprofile", "", "")
 	}
 	all := settings()
 	values := make([]*string, len(all))
@@ -292,7 +297,10 @@ func loadConfig(cmd string, args []string, getenv func(string) string, help io.W
 			fmt.Fprint(out, "\nA measuring aid, never on by default and not for production:\n\n"+
 				"  --bench-agent  (flag only, default false)\n"+
 				"        register the zero-latency agent of `prchat bench` as backend \"bench\";\n"+
-				"        prchat bench starts its daemons with it\n")
+				"        prchat bench starts its daemons with it\n"+
+				"  --cpuprofile FILE  (flag only, default none)\n"+
+				"        write a CPU profile of the daemon's run, from its start to its stop,\n"+
+				"        to FILE\n")
 		}
 	}
 	if err := parseFlags(fs, args, help); err != nil {

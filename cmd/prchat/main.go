@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/prchat/prchat/cmd/prchat/bench"
@@ -140,6 +141,14 @@ func runDaemon(ctx context.Context, cmd string, args []string, getenv func(strin
 	if err != nil {
 		return err
 	}
+	if cfg.CPUProfile != "" {
+		stopProfile, err := startCPUProfile(cfg.CPUProfile)
+		if err != nil {
+			d.Stop()
+			return err
+		}
+		defer stopProfile()
+	}
 	log.InfoContext(ctx, "prchat started", "command", cmd, "listen", d.Addr(), "worker", cfg.WorkerID, "bench_agent", cfg.BenchAgent)
 	select {
 	case <-ctx.Done():
@@ -163,6 +172,23 @@ func runDaemon(ctx context.Context, cmd string, args []string, getenv func(strin
 	d.Stop()
 	log.InfoContext(context.WithoutCancel(ctx), "prchat stopped", "command", cmd)
 	return err
+}
+
+// startCPUProfile starts a CPU profile written to file, and returns the
+// function that ends it.
+func startCPUProfile(file string) (func(), error) {
+	f, err := os.Create(file)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }
 
 // runBench is `prchat bench`. It reads its flags only (no environment

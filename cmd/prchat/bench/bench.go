@@ -96,7 +96,9 @@ type Config struct {
 	DatabaseURL string
 	RedisURL    string
 	// CPUProfile, if set, is the file of a CPU profile. The serve daemon
-	// then runs in the bench's process (samples labelled part=daemon).
+	// then runs in the bench's process (samples labelled part=daemon); the
+	// api and worker processes write profiles of their own beside it,
+	// CPUProfile.<n>-<name> (the n-th daemon started).
 	CPUProfile string
 	// Phases are the phases to run, of intake, overhead, throughput,
 	// memory, events and running.
@@ -139,7 +141,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.RunningTurns, "running-turns", 200, "slow turns the running phase runs at once on one worker (its PRCHAT_CONCURRENCY)")
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "Postgres URL to bench on (a schema of its own is made and dropped); empty: embedded SQLite")
 	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis URL of an empty database to bench on (flushed when done); empty: in-process Redis")
-	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile here; the serve daemon then runs inside the bench (samples labelled part=daemon)")
+	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile here; the serve daemon then runs inside the bench (samples labelled part=daemon), and the api and worker processes write theirs to FILE.<n>-<name>")
 	fs.Var(phaseList{&c.Phases}, "only", "phases to run, of "+strings.Join(allPhases(), ","))
 	fs.Var(countList{&c.Subscribers}, "subscribers", "subscriber counts of the events phase")
 	fs.Usage = func() {
@@ -467,7 +469,7 @@ func (b *bencher) header() {
 	fmt.Fprintf(b.stdout, "%d clients, %s per load phase, worker concurrency %d, bench agent (zero latency; each turn forks the review's session)\n",
 		b.cfg.Clients, b.cfg.Duration, b.cfg.Concurrency)
 	if b.cfg.CPUProfile != "" {
-		fmt.Fprintf(b.stdout, "profiling: the serve daemon runs inside the bench (samples labelled part=daemon; the bench's own are part=bench and part=floor)\n")
+		fmt.Fprintf(b.stdout, "profiling: the serve daemon runs inside the bench (samples labelled part=daemon; the bench's own are part=bench and part=floor); the api and workers write %s.<n>-<name>\n", b.cfg.CPUProfile)
 	}
 	fmt.Fprintln(b.stdout)
 }

@@ -127,6 +127,10 @@ func (b *bencher) startDaemonOnce(ctx context.Context, role, name string, settin
 // startChild starts d as a child process.
 func (b *bencher) startChild(d *benchDaemon, settings map[string]string) error {
 	args := append(append([]string{}, b.cfg.Command[1:]...), d.role, "--bench-agent")
+	if b.cfg.CPUProfile != "" {
+		// A child profiles itself, to a file of its own beside the bench's.
+		args = append(args, "--cpuprofile", childProfile(b.cfg.CPUProfile, len(b.daemons)+1, d.name))
+	}
 	cmd := exec.Command(b.cfg.Command[0], args...)
 	// The daemon gets the bench's environment without any PRCHAT_*
 	// setting of the caller's, then its own.
@@ -154,6 +158,12 @@ func (b *bencher) startChild(d *benchDaemon, settings map[string]string) error {
 		close(d.exited)
 	}()
 	return nil
+}
+
+// childProfile names the CPU profile of the n-th daemon the bench starts,
+// name, beside the bench's own profile file.
+func childProfile(file string, n int, name string) string {
+	return fmt.Sprintf("%s.%d-%s", file, n, name)
 }
 
 // startInProcess starts d in this process, under the profiler's "part"
