@@ -58,6 +58,10 @@ type Store interface {
 	// live run holds; then ClaimTurn returns ErrFenced. A turn in a final
 	// state returns ErrSettled.
 	ClaimTurn(ctx context.Context, id, runner string, allow func(Turn) bool) (Turn, error)
+	// ClaimTurnWithConversation is ClaimTurn that also returns the head of
+	// the turn's conversation (as ConversationHead), read with the claim:
+	// a run needs both.
+	ClaimTurnWithConversation(ctx context.Context, id, runner string, allow func(Turn) bool) (Turn, Conversation, error)
 	// ReleaseTurn puts a running turn that the run holding fence cannot
 	// finish (its worker stops) back to queued, with no runner, and returns
 	// it: the next run claims it at once and its claim's fresh fence fences

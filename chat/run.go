@@ -37,8 +37,9 @@ func (s *Service) Run(ctx context.Context, turnID, runner string) error {
 	// While the database is unreachable the claim is tried again, within
 	// the turn's time limit; the job is not failed by an outage.
 	var t Turn
+	var conv Conversation
 	err := s.whileUnavailable(ctx, time.Now().Add(s.cfg.Policy.Windows().Turn), "claim turn", func() (err error) {
-		t, err = s.store.ClaimTurn(ctx, turnID, runner, func(t Turn) bool { return s.mayTakeOver(ctx, t, runner) })
+		t, conv, err = s.store.ClaimTurnWithConversation(ctx, turnID, runner, func(t Turn) bool { return s.mayTakeOver(ctx, t, runner) })
 		return err
 	})
 	switch {
@@ -52,7 +53,7 @@ func (s *Service) Run(ctx context.Context, turnID, runner string) error {
 		return fmt.Errorf("claim turn %s: %w", turnID, err)
 	}
 	s.inflight.Store(turnID, t.Fence)
-	r := &run{s: s, turn: t, fence: t.Fence, rec: newRecorder(s, t.ID, t.Fence, t.LastSeq), started: s.now()}
+	r := &run{s: s, turn: t, conv: conv, fence: t.Fence, rec: newRecorder(s, t.ID, t.Fence, t.LastSeq), started: s.now()}
 	if s.cfg.Policy.OutOfAttempts(t.Fence - 1) {
 		// The runs before this one all ended early.
 		o := Outcome{State: StateInterrupted, Reason: ReasonInterrupted, Note: InterruptedNote(t.Fence - 1)}
@@ -135,6 +136,7 @@ func (s *Service) mayTakeOver(ctx context.Context, t Turn, runner string) bool {
 type run struct {
 	s     *Service
 	turn  Turn
+	conv  Conversation // the turn's, without its turns, as the claim read it
 	fence int64
 	rec   *recorder // stores and sends the run's events
 	// repo and pr are the turn's, for the repository feed.
@@ -317,18 +319,15 @@ func (r *run) checkBudget(u Usage) error {
 	return nil
 }
 
-// plan loads the turn's conversation, review and repository and decides
-// how the agent starts: fork the review's session, resume the
-// conversation's, or seed a new one in a new run directory.
+// plan loads the turn's review and repository (its conversation came with
+// the claim) and decides how the agent starts: fork the review's session,
+// resume the conversation's, or seed a new one in a new run directory.
 func (r *run) plan(ctx context.Context) (*plan, error) {
 	s := r.s
-	var conv Conversation
+	conv := r.conv
 	var rev Review
 	var repo Repository
 	err := s.whileUnavailable(ctx, time.Now().Add(s.cfg.Policy.Windows().Turn), "load turn", func() (err error) {
-		if conv, err = s.store.ConversationHead(ctx, r.turn.ConversationID); err != nil {
-			return fmt.Errorf("load conversation: %w", err)
-		}
 		if rev, err = s.reviewByID(ctx, conv.ReviewID); err != nil {
 			return fmt.Errorf("load review: %w", err)
 		}

@@ -601,6 +601,70 @@ func TestClaimTurnFencing(t *testing.T) {
 	})
 }
 
+// TestClaimTurnWithConversation: the claim returns the conversation's head
+// as ConversationHead reads it, and takes the fence as ClaimTurn does, also
+// in a takeover; a settled turn is refused without a conversation.
+func TestClaimTurnWithConversation(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		f := setup(t, s)
+		c, turn := f.converse(t)
+		// The conversation carries a session, as after an earlier turn.
+		first := f.claim(t, turn.ID, "w0/1")
+		if err := s.FinishTurn(ctx, turn.ID, first.Fence, chat.Outcome{State: chat.StateSucceeded,
+			Conversation: &chat.SessionInfo{SessionID: "sess-1", SessionHost: "w0", RunDir: "/runs/c1", Backend: chat.BackendClaudeCode, Model: "opus", Session: chat.SessionForked}}); err != nil {
+			t.Fatal(err)
+		}
+		next := chat.Turn{ConversationID: c.ID, Question: "And then?"}
+		if err := s.AddTurn(ctx, &next); err != nil {
+			t.Fatal(err)
+		}
+		want, err := s.ConversationHead(ctx, c.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want.SessionID != "sess-1" || want.Repository != f.repo.Name || want.PR != 7 {
+			t.Fatalf("conversation head %+v lacks the session or the review's place", want)
+		}
+
+		run1, conv, err := s.ClaimTurnWithConversation(ctx, next.ID, "w1/1", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run1.State != chat.StateRunning || run1.Fence != 1 || run1.Runner != "w1/1" || run1.ConversationID != c.ID {
+			t.Errorf("claim: %+v", run1)
+		}
+		if diff := cmp.Diff(want, conv); diff != "" {
+			t.Errorf("conversation with the claim (-ConversationHead +claim):\n%s", diff)
+		}
+
+		// A takeover asks allow and returns the conversation too.
+		run2, conv, err := s.ClaimTurnWithConversation(ctx, next.ID, "w2/1", func(t chat.Turn) bool { return t.Runner == "w1/1" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run2.Fence != run1.Fence+1 || run2.Runner != "w2/1" {
+			t.Errorf("takeover: fence %d runner %q, want %d w2/1", run2.Fence, run2.Runner, run1.Fence+1)
+		}
+		if diff := cmp.Diff(want, conv); diff != "" {
+			t.Errorf("conversation with the takeover (-ConversationHead +claim):\n%s", diff)
+		}
+		wantIs(t, s.AppendEvents(ctx, next.ID, run1.Fence, nil), chat.ErrFenced)
+
+		if err := s.FinishTurn(ctx, next.ID, run2.Fence, chat.Outcome{State: chat.StateSucceeded}); err != nil {
+			t.Fatal(err)
+		}
+		_, conv, err = s.ClaimTurnWithConversation(ctx, next.ID, "w3/1", nil)
+		wantIs(t, err, chat.ErrSettled)
+		if conv.ID != "" {
+			t.Errorf("a refused claim returned conversation %+v", conv)
+		}
+		_, _, err = s.ClaimTurnWithConversation(ctx, "00000000-0000-0000-0000-000000000000", "w3/1", nil)
+		wantCode(t, err, chat.CodeNotFound)
+	})
+}
+
 // TestReleaseTurn: a released turn is queued with no runner, the next claim
 // takes it without asking and fences the released run off; a run that no
 // longer holds the turn cannot release it.

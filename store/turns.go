@@ -81,69 +81,133 @@ func (s *Store) SetTurnQueue(ctx context.Context, id, queue string) error {
 	return nil
 }
 
-// ClaimTurn marks a queued or running turn running for runner with a fresh
-// fencing token (the old one plus one) and returns it. A queued turn is
+// ClaimTurn marks a queued or running turn running for runner with a
+// fresh fencing token (the old one plus one) and returns it. A queued turn is
 // claimed at once; for a running one, allow is asked with the turn as
 // stored and may refuse (false) a takeover of a turn another live run
 // holds; then ClaimTurn returns ErrFenced. A turn in a
 // final state returns ErrSettled. StartedAt keeps the time of the first
 // claim.
 func (s *Store) ClaimTurn(ctx context.Context, id, runner string, allow func(chat.Turn) bool) (chat.Turn, error) {
+	t, _, err := s.claimTurn(ctx, id, runner, allow, false)
+	return t, err
+}
+
+// ClaimTurnWithConversation is ClaimTurn that also returns the head of the
+// turn's conversation (as ConversationHead has it), on Postgres read by the
+// claim's own statement: a run needs both, and one round trip is cheaper
+// than two.
+func (s *Store) ClaimTurnWithConversation(ctx context.Context, id, runner string, allow func(chat.Turn) bool) (chat.Turn, chat.Conversation, error) {
+	return s.claimTurn(ctx, id, runner, allow, true)
+}
+
+func (s *Store) claimTurn(ctx context.Context, id, runner string, allow func(chat.Turn) bool, withConv bool) (chat.Turn, chat.Conversation, error) {
 	if allow == nil {
 		// Nothing to decide on the turn as read: one update does it.
-		t, ok, err := s.claim(ctx, id, runner, "")
+		t, c, ok, err := s.claim(ctx, id, runner, withConv, "")
 		if ok || err != nil {
-			return t, err
+			return t, c, err
 		}
 		// Not pending: settled or missing, for good.
 		if _, err := s.TurnByID(ctx, id); err != nil {
-			return chat.Turn{}, err
+			return chat.Turn{}, chat.Conversation{}, err
 		}
-		return chat.Turn{}, fmt.Errorf("claim turn %s: %w", id, chat.ErrSettled)
+		return chat.Turn{}, chat.Conversation{}, fmt.Errorf("claim turn %s: %w", id, chat.ErrSettled)
 	}
 	// A queued turn is nobody's yet: one update claims it without asking.
-	if t, ok, err := s.claim(ctx, id, runner, ` AND state = 'queued'`); ok || err != nil {
-		return t, err
+	if t, c, ok, err := s.claim(ctx, id, runner, withConv, ` AND state = 'queued'`); ok || err != nil {
+		return t, c, err
 	}
 	for range maxClaimAttempts {
 		t, err := s.TurnByID(ctx, id)
 		if err != nil {
-			return chat.Turn{}, err
+			return chat.Turn{}, chat.Conversation{}, err
 		}
 		if t.State.Final() {
-			return chat.Turn{}, fmt.Errorf("claim turn %s: %w", id, chat.ErrSettled)
+			return chat.Turn{}, chat.Conversation{}, fmt.Errorf("claim turn %s: %w", id, chat.ErrSettled)
 		}
 		if !allow(t) {
-			return chat.Turn{}, fmt.Errorf("claim turn %s held by %s: %w", id, t.Runner, chat.ErrFenced)
+			return chat.Turn{}, chat.Conversation{}, fmt.Errorf("claim turn %s held by %s: %w", id, t.Runner, chat.ErrFenced)
 		}
-		t, ok, err := s.claim(ctx, id, runner, ` AND fence = ?`, t.Fence)
+		t, c, ok, err := s.claim(ctx, id, runner, withConv, ` AND fence = ?`, t.Fence)
 		if ok || err != nil {
-			return t, err
+			return t, c, err
 		}
 		// Another claim or a settle changed the turn since it was read:
 		// decide again on what it is now.
 	}
-	return chat.Turn{}, fmt.Errorf("claim turn %s: the fence changed under %d attempts", id, maxClaimAttempts)
+	return chat.Turn{}, chat.Conversation{}, fmt.Errorf("claim turn %s: the fence changed under %d attempts", id, maxClaimAttempts)
+}
+
+// claimUpdate takes the next fence of a pending turn; the condition of the
+// caller follows it.
+const claimUpdate = `UPDATE turns
+SET state = 'running', fence = fence + 1, runner = ?, started_at = COALESCE(started_at, ?)
+WHERE id = ? AND ` + pending
+
+// claimWithConversation returns the turn claimed by claimUpdate (in the
+// CTE t) with the head of its conversation, the columns of
+// selectConversations prefixed conv_. The joins are outer so that the
+// claim's row is returned whatever: a conversation is never missing while
+// its turn exists, and a claim that took a fence must say so.
+const claimWithConversation = `
+SELECT t.*, c.id AS conv_id, c.review_id AS conv_review_id, c.title AS conv_title, c.backend AS conv_backend,
+    c.model AS conv_model, c.session AS conv_session, c.seeded_reason AS conv_seeded_reason,
+    c.session_id AS conv_session_id, c.session_host AS conv_session_host, c.run_dir AS conv_run_dir,
+    c.created_at AS conv_created_at, c.updated_at AS conv_updated_at,
+    rp.name AS conv_repository, rv.pr AS conv_pr, rv.version AS conv_review_version
+FROM t
+LEFT JOIN conversations c ON c.id = t.conversation_id
+LEFT JOIN reviews rv ON rv.id = c.review_id
+LEFT JOIN repositories rp ON rp.id = rv.repository_id`
+
+// claimedTurn is a row of claimWithConversation.
+type claimedTurn struct {
+	Turn turnRow                `gorm:"embedded"`
+	Conv conversationWithReview `gorm:"embedded;embeddedPrefix:conv_"`
 }
 
 // claim takes the next fence of turn id if it is pending and matches the
-// extra condition cond (with its arguments). ok reports whether it did.
-func (s *Store) claim(ctx context.Context, id, runner, cond string, args ...any) (t chat.Turn, ok bool, err error) {
-	var rows []turnRow
+// extra condition cond (with its arguments), and with withConv reads the
+// head of its conversation too. ok reports whether it took the fence.
+func (s *Store) claim(ctx context.Context, id, runner string, withConv bool, cond string, args ...any) (t chat.Turn, c chat.Conversation, ok bool, err error) {
+	args = append([]any{runner, now(), id}, args...)
+	db := s.write.WithContext(ctx)
 	// Raw(...).Find rather than .Scan on the paths every turn takes: gorm's
 	// Scan renders the statement with its values for a trace logger on every
 	// call, even one that discards it.
-	err = s.write.WithContext(ctx).Raw(`UPDATE turns
-SET state = 'running', fence = fence + 1, runner = ?, started_at = COALESCE(started_at, ?)
-WHERE id = ? AND `+pending+cond+` RETURNING *`, append([]any{runner, now(), id}, args...)...).Find(&rows).Error
-	if err != nil {
-		return chat.Turn{}, false, fmt.Errorf("claim turn %s: %w", id, err)
+	if withConv && s.dialect == dialectPostgres {
+		var rows []claimedTurn
+		if err := db.Raw(`WITH t AS (`+claimUpdate+cond+` RETURNING *)`+claimWithConversation, args...).Find(&rows).Error; err != nil {
+			return chat.Turn{}, chat.Conversation{}, false, fmt.Errorf("claim turn %s: %w", id, err)
+		}
+		if len(rows) == 0 {
+			return chat.Turn{}, chat.Conversation{}, false, nil
+		}
+		if t, err = rows[0].Turn.chat(); err != nil {
+			return chat.Turn{}, chat.Conversation{}, false, err
+		}
+		if rows[0].Conv.Conversation.ID == "" {
+			return chat.Turn{}, chat.Conversation{}, false, chat.Errorf(chat.CodeNotFound, "conversation %s not found", t.ConversationID)
+		}
+		return t, rows[0].Conv.chat(), true, nil
+	}
+	var rows []turnRow
+	if err := db.Raw(claimUpdate+cond+` RETURNING *`, args...).Find(&rows).Error; err != nil {
+		return chat.Turn{}, chat.Conversation{}, false, fmt.Errorf("claim turn %s: %w", id, err)
 	}
 	if len(rows) == 0 {
-		return chat.Turn{}, false, nil
+		return chat.Turn{}, chat.Conversation{}, false, nil
 	}
-	t, err = rows[0].chat()
-	return t, err == nil, err
+	if t, err = rows[0].chat(); err != nil {
+		return chat.Turn{}, chat.Conversation{}, false, err
+	}
+	if withConv {
+		if c, err = s.ConversationHead(ctx, t.ConversationID); err != nil {
+			return chat.Turn{}, chat.Conversation{}, false, err
+		}
+	}
+	return t, c, true, nil
 }
 
 // AppendEvents stores events of a turn whose fence is current, and moves the
