@@ -4,7 +4,10 @@
 // --bench-agent, which registers Agent, an agent that answers at once or
 // sleeps and streams events as its question asks) and prints a table of
 // figures; it asserts nothing of them. Its running phase holds many slow
-// turns on one worker, then kills that worker to time the takeover.
+// turns on one worker, then kills that worker to time the takeover. On
+// Postgres and Redis the throughput phase also measures the api with worker
+// processes, the workers alone, and asynq's own floor, and accounts for the
+// CPU of every process a turn passes through.
 package bench
 
 import (
@@ -65,7 +68,12 @@ measured. With no URLs it uses the embedded SQLite and an in-process Redis
 Give --database-url and --redis-url to bench on Postgres and Redis; the
 bench makes a schema of its own in that database and drops it when done,
 and takes a Redis database that must be empty (e.g. redis://host:6379/14),
-which it flushes when done. No PRCHAT_* variable is read.
+which it flushes when done. No PRCHAT_* variable is read. Throughput then
+also runs the production topology (an api process with 1, 2 and 4 worker
+processes, then the workers alone draining a backlog) beside asynq's own
+floor (a no-op handler on the same Redis), and shows per turn the CPU of
+Postgres (when it runs on this machine), of Redis and of the bench, the
+machine's busy share, the Redis commands and the Postgres transactions.
 
 The events phase (up to 10,000 subscribers by default) holds a socket
 per subscriber in the bench and in the API process: the bench raises its

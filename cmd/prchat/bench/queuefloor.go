@@ -7,7 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
+	"io"
 	"runtime/pprof"
 	"sync/atomic"
 	"time"
@@ -50,8 +50,9 @@ func (r queueFloorResult) perSecond() float64 {
 // the tasks) with a handler that does nothing, draining a queue that
 // enqueuers loops keep backlog tasks deep, each task made as a turn's job
 // is (a task id, a timeout, a retry allowance). sample, if set, reads the
-// usage at the window's ends. It measures for dur after warm.
-func runQueueFloor(ctx context.Context, rdb redis.UniversalClient, concurrency, enqueuers int, backlog int64, warm, dur time.Duration, sample func(context.Context) usage) (queueFloorResult, error) {
+// usage at the window's ends. It measures for dur after warm, and deletes
+// its queues when done; what fails then is written to logs.
+func runQueueFloor(ctx context.Context, rdb redis.UniversalClient, logs io.Writer, concurrency, enqueuers int, backlog int64, warm, dur time.Duration, sample func(context.Context) usage) (queueFloorResult, error) {
 	var handled, enqueued atomic.Int64
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Concurrency:              concurrency,
@@ -71,9 +72,15 @@ func runQueueFloor(ctx context.Context, rdb redis.UniversalClient, concurrency, 
 	client := asynq.NewClientFromRedisClient(rdb)
 	insp := asynq.NewInspectorFromRedisClient(rdb)
 	defer func() {
+		// The queues, then what asynq keeps of them beside (its counters).
+		ctx := context.WithoutCancel(ctx)
 		for _, q := range []string{queueFloorShared, queueFloorHost} {
 			if err := insp.DeleteQueue(q, true); err != nil && !errors.Is(err, asynq.ErrQueueNotFound) {
-				slog.Default().Debug("delete the asynq floor's queue", slog.String("queue", q), slog.Any("err", err))
+				fmt.Fprintf(logs, "prchat bench: delete the asynq floor's queue %s: %v\n", q, err)
+			}
+			iter := rdb.Scan(ctx, 0, "asynq:{"+q+"}:*", 100).Iterator()
+			for iter.Next(ctx) {
+				rdb.Del(ctx, iter.Val())
 			}
 		}
 	}()
@@ -156,7 +163,7 @@ func (b *bencher) queueFloorRun(ctx context.Context) error {
 	var r queueFloorResult
 	var err error
 	pprof.Do(ctx, pprof.Labels("part", "floor"), func(ctx context.Context) {
-		r, err = runQueueFloor(ctx, b.rdb, b.cfg.Concurrency, b.cfg.Clients, int64(4*b.cfg.Clients),
+		r, err = runQueueFloor(ctx, b.rdb, b.stderr, b.cfg.Concurrency, b.cfg.Clients, int64(4*b.cfg.Clients),
 			warmup(b.cfg.Duration), b.cfg.Duration, b.sample)
 	})
 	if err != nil {
