@@ -354,17 +354,13 @@ func (q *Queue) Tasks(ctx context.Context, turnID string) ([]Task, error) {
 
 // tasksIn looks for the turn's jobs in queues (prchat's, as Queues returns).
 func (q *Queue) tasksIn(ctx context.Context, queues []string, turnID string) ([]Task, error) {
-	rescues, err := q.rdb.SMembers(ctx, rescueKey(turnID)).Result()
+	found, err := q.existingTasks(ctx, queues, turnID)
 	if err != nil {
-		return nil, fmt.Errorf("jobs of turn %s: list rescue jobs: %w", turnID, err)
+		return nil, fmt.Errorf("jobs of turn %s: %w", turnID, err)
 	}
 	var out []Task
 	for _, queue := range queues {
-		ids := []string{turnID}
-		if queue == SharedQueue {
-			ids = append(ids, rescues...)
-		}
-		for _, id := range ids {
+		for _, id := range found[queue] {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
@@ -379,6 +375,58 @@ func (q *Queue) tasksIn(ctx context.Context, queues []string, turnID string) ([]
 		}
 	}
 	return out, nil
+}
+
+// asynqTaskKey is the key of the hash in which asynq keeps the job id of
+// queue (asynq's base.TaskKey): it exists as long as the job does, in any
+// state.
+func asynqTaskKey(queue, id string) string { return "asynq:{" + queue + "}:t:" + id }
+
+// existingTasks returns, by queue, the ids of the turn's jobs (its own, and
+// its rescue jobs on the shared queue) that exist in queues. It asks Redis
+// with one pipeline of EXISTS (two if the turn has rescue jobs) rather than
+// asynq's inspector once per queue and id, which is two round trips each:
+// a reconciler pass looks up every pending turn in every queue, and with a
+// deep backlog and many host queues that was most of what Redis did.
+func (q *Queue) existingTasks(ctx context.Context, queues []string, turnID string) (map[string][]string, error) {
+	type candidate struct{ queue, id string }
+	exist := func(pipe redis.Pipeliner, cands []candidate) []*redis.IntCmd {
+		cmds := make([]*redis.IntCmd, len(cands))
+		for i, c := range cands {
+			cmds[i] = pipe.Exists(ctx, asynqTaskKey(c.queue, c.id))
+		}
+		return cmds
+	}
+	own := make([]candidate, len(queues))
+	for i, queue := range queues {
+		own[i] = candidate{queue, turnID}
+	}
+	pipe := q.rdb.Pipeline()
+	rescuesCmd := pipe.SMembers(ctx, rescueKey(turnID))
+	cmds := exist(pipe, own)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("look for jobs: %w", err)
+	}
+	cands := own
+	if rescues := rescuesCmd.Val(); len(rescues) > 0 && slices.Contains(queues, SharedQueue) {
+		more := make([]candidate, len(rescues))
+		for i, id := range rescues {
+			more[i] = candidate{SharedQueue, id}
+		}
+		pipe := q.rdb.Pipeline()
+		moreCmds := exist(pipe, more)
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, fmt.Errorf("look for rescue jobs: %w", err)
+		}
+		cands, cmds = append(slices.Clone(own), more...), append(cmds, moreCmds...)
+	}
+	found := map[string][]string{}
+	for i, c := range cands {
+		if cmds[i].Val() > 0 {
+			found[c.queue] = append(found[c.queue], c.id)
+		}
+	}
+	return found, nil
 }
 
 // archived returns the archived jobs of queue (at most 500 per call), with

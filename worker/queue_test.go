@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -299,5 +300,51 @@ func TestPing(t *testing.T) {
 	}
 	if err := q.Ping(t.Context()); err == nil {
 		t.Error("ping of a closed port succeeded")
+	}
+}
+
+// TestTasksFindsEveryJobOfATurn: a turn's jobs are found in every queue,
+// its rescue jobs on the shared queue, in the order of the queues, by the
+// key in which asynq keeps a job; a deleted job and another turn's are not.
+func TestTasksFindsEveryJobOfATurn(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	for _, host := range []string{"b", "a", ""} {
+		if err := e.queue.Enqueue(ctx, "turn-1", host); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.queue.Rescue(ctx, "turn-1", 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.queue.Enqueue(ctx, "turn-2", "c"); err != nil {
+		t.Fatal(err)
+	}
+	// The key existingTasks asks for is where asynq keeps the job.
+	if n, err := e.rdb.Exists(ctx, asynqTaskKey(HostQueue("a"), "turn-1")).Result(); err != nil || n != 1 {
+		t.Fatalf("EXISTS %s = %d, %v; want 1: asynq keeps its jobs elsewhere", asynqTaskKey(HostQueue("a"), "turn-1"), n, err)
+	}
+	tasks, err := e.queue.Tasks(ctx, "turn-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, task := range tasks {
+		got = append(got, fmt.Sprintf("%s@%s:%s", task.ID, task.Queue, task.State))
+	}
+	want := []string{"turn-1@turns:pending", "turn-1~3@turns:pending", "turn-1@host:a:pending", "turn-1@host:b:pending"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("jobs of turn-1 (-want +got):\n%s", diff)
+	}
+	if err := e.queue.DeleteTask(ctx, tasks[2]); err != nil {
+		t.Fatal(err)
+	}
+	want = []string{"turn-1@host:b:pending", "turn-1@turns:pending", "turn-1~3@turns:pending"}
+	if diff := cmp.Diff(want, e.where(t, "turn-1")); diff != "" {
+		t.Errorf("jobs of turn-1 after a delete (-want +got):\n%s", diff)
+	}
+	if got := e.where(t, "turn-3"); len(got) != 0 {
+		t.Errorf("jobs of a turn with none: %v", got)
 	}
 }
