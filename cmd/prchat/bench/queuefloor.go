@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"runtime/pprof"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -61,8 +62,8 @@ func runQueueFloor(ctx context.Context, rdb redis.UniversalClient, logs io.Write
 		Queues:                   map[string]int{queueFloorHost: 2, queueFloorShared: 1},
 		StrictPriority:           true,
 		ShutdownTimeout:          5 * time.Second,
-		Logger:                   quietAsynq{},
-		LogLevel:                 asynq.FatalLevel,
+		Logger:                   &floorLog{w: logs},
+		LogLevel:                 asynq.WarnLevel,
 	})
 	mux := asynq.NewServeMux()
 	mux.HandleFunc(queueFloorType, func(context.Context, *asynq.Task) error {
@@ -148,14 +149,27 @@ func runQueueFloor(ctx context.Context, rdb redis.UniversalClient, logs io.Write
 	return r, nil
 }
 
-// quietAsynq drops asynq's logs.
-type quietAsynq struct{}
+// floorLog writes the first warnings and errors of the asynq floor's
+// server to w, and counts the rest.
+type floorLog struct {
+	w     io.Writer
+	mu    sync.Mutex
+	lines int
+}
 
-func (quietAsynq) Debug(...any) {}
-func (quietAsynq) Info(...any)  {}
-func (quietAsynq) Warn(...any)  {}
-func (quietAsynq) Error(...any) {}
-func (quietAsynq) Fatal(...any) {}
+func (l *floorLog) log(level string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lines++; l.lines <= forwardedLogLines {
+		fmt.Fprintf(l.w, "[asynq floor] %s: %s\n", level, fmt.Sprint(args...))
+	}
+}
+
+func (l *floorLog) Debug(...any)      {}
+func (l *floorLog) Info(...any)       {}
+func (l *floorLog) Warn(args ...any)  { l.log("warn", args...) }
+func (l *floorLog) Error(args ...any) { l.log("error", args...) }
+func (l *floorLog) Fatal(args ...any) { l.log("fatal", args...) }
 
 // queueFloorRun measures the asynq floor on the bench's Redis, with no
 // daemon running, and adds its rows.
@@ -168,6 +182,11 @@ func (b *bencher) queueFloorRun(ctx context.Context) error {
 	})
 	if err != nil {
 		return err
+	}
+	if r.tasks == 0 {
+		b.rep.add("throughput P3", "asynq floor: tasks/s", "n/a", "", "")
+		b.rep.note("asynq floor: its server handled no task in the window (its warnings, if any, are on stderr)")
+		return nil
 	}
 	b.perf.queueFloor = r.perSecond()
 	b.rep.add("throughput P3", fmt.Sprintf("asynq floor: tasks/s, no-op handler, concurrency %d, %s poll, in the bench", b.cfg.Concurrency, worker.DefaultTaskCheckInterval),
