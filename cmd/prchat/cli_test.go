@@ -5,6 +5,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -171,4 +173,41 @@ func TestBenchAgentFlag(t *testing.T) {
 			t.Errorf("turn = %+v, want the bench agent's answer", turn)
 		}
 	})
+}
+
+// TestCPUProfileFlag: a daemon started with --cpuprofile writes a CPU
+// profile of its run there once it stops; migrate has no such flag.
+func TestCPUProfileFlag(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "cpu.out")
+	env := map[string]string{"PRCHAT_DATA_DIR": t.TempDir(), "PRCHAT_LISTEN": "127.0.0.1:0", "PRCHAT_LOG_LEVEL": "error"}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, []string{"serve", "--cpuprofile", file}, func(k string) string { return env[k] }, io.Discard, io.Discard)
+	}()
+	// The profile file is made once the daemon runs.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(file); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("no profile file %s after 20s", file)
+		}
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("serve --cpuprofile exited %d", code)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) < 2 || data[0] != 0x1f || data[1] != 0x8b {
+		t.Errorf("profile %s is %d bytes, not a gzipped pprof profile", file, len(data))
+	}
+	if code, _, errOut := run(t, nil, "migrate", "--cpuprofile", file); code != 2 || !strings.Contains(errOut, "-cpuprofile") {
+		t.Errorf("migrate --cpuprofile: exit %d, stderr %q; want 2 and a usage mistake", code, errOut)
+	}
 }
