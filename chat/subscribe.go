@@ -120,10 +120,7 @@ func (sub *Subscription) Next(ctx context.Context, wake <-chan time.Time) ([]*Sh
 		}
 		if sub.stale {
 			if err := sub.catchUp(ctx); err != nil {
-				if ctx.Err() == nil {
-					sub.s.log.WarnContext(ctx, "subscription ended", slog.String("turn", sub.turn.ID), slog.Any("err", err))
-				}
-				sub.end()
+				sub.fail(ctx, err)
 			}
 			continue
 		}
@@ -133,10 +130,7 @@ func (sub *Subscription) Next(ctx context.Context, wake <-chan time.Time) ([]*Sh
 			return nil, true
 		case <-sub.poll.C:
 			if err := sub.check(ctx); err != nil {
-				if ctx.Err() == nil {
-					sub.s.log.WarnContext(ctx, "subscription ended", slog.String("turn", sub.turn.ID), slog.Any("err", err))
-				}
-				sub.end()
+				sub.fail(ctx, err)
 			}
 		case e, ok := <-sub.live:
 			sub.resetPoll()
@@ -144,10 +138,7 @@ func (sub *Subscription) Next(ctx context.Context, wake <-chan time.Time) ([]*Sh
 		drain:
 			for ok {
 				if err := sub.push(ctx, e); err != nil {
-					if ctx.Err() == nil {
-						sub.s.log.WarnContext(ctx, "subscription ended", slog.String("turn", sub.turn.ID), slog.Any("err", err))
-					}
-					sub.end()
+					sub.fail(ctx, err)
 					return nil, false
 				}
 				if len(sub.queue)-sub.head >= maxBatch {
@@ -209,6 +200,15 @@ func (sub *Subscription) resetPoll() {
 		return
 	}
 	sub.poll.Reset(interval)
+}
+
+// fail ends the stream because the store failed under it, and logs why
+// unless ctx ended (the client left).
+func (sub *Subscription) fail(ctx context.Context, err error) {
+	if ctx.Err() == nil {
+		sub.s.log.WarnContext(ctx, "subscription ended", slog.String("turn", sub.turn.ID), slog.Any("err", err))
+	}
+	sub.end()
 }
 
 // end ends the stream.
