@@ -380,7 +380,7 @@ func (q *Queue) tasksIn(ctx context.Context, queues []string, turnID string) ([]
 // asynqTaskKey is the key of the hash in which asynq keeps the job id of
 // queue (asynq's base.TaskKey): it exists as long as the job does, in any
 // state.
-func asynqTaskKey(queue, id string) string { return "asynq:{" + queue + "}:t:" + id }
+func asynqTaskKey(queue, id string) string { return asynqKey(queue, "t:"+id) }
 
 // existingTasks returns, by queue, the ids of the turn's jobs (its own, and
 // its rescue jobs on the shared queue) that exist in queues. It asks Redis
