@@ -152,25 +152,12 @@ func (b *bencher) idleMemory(ctx context.Context, serve *benchDaemon) {
 // asked, over the settle time, to the nanosecond, and reports it (memory
 // P7).
 func (b *bencher) idleCPU(ctx context.Context, daemons ...*benchDaemon) {
-	read := func() []time.Duration {
-		out := make([]time.Duration, len(daemons))
-		for i, d := range daemons {
-			c, err := d.cpuFine()
-			if err != nil {
-				c = -1
-			}
-			out[i] = c
-		}
-		return out
-	}
-	cpu0 := read()
+	cpu0 := cpuTimes(daemons, (*benchDaemon).cpuFine)
 	t0 := time.Now()
-	select {
-	case <-ctx.Done():
+	if sleep(ctx, b.cfg.Settle) != nil {
 		return
-	case <-time.After(b.cfg.Settle):
 	}
-	cpu1 := read()
+	cpu1 := cpuTimes(daemons, (*benchDaemon).cpuFine)
 	took := time.Since(t0).Seconds()
 	for i, d := range daemons {
 		if cpu0[i] < 0 || cpu1[i] < 0 {
@@ -382,39 +369,23 @@ func (b *bencher) throughput(ctx context.Context, label string, api *benchDaemon
 	var tFrom, tUntil time.Time
 	var cpuFrom, cpuUntil []time.Duration
 	var useFrom, useUntil usage
-	marks := make(chan error, 1)
-	go func() {
-		var err error
-		defer func() { marks <- err }()
-		select {
-		case <-ctx.Done():
-			err = ctx.Err()
-			return
-		case <-time.After(warm):
-		}
+	marks := window(ctx, warm, dur, func() (err error) {
 		tFrom = time.Now()
-		cpuFrom = cpuTimes(daemons)
+		cpuFrom = cpuTimes(daemons, (*benchDaemon).cpu)
 		useFrom = b.sample(ctx)
-		if atFrom, err = b.settled(ctx); err != nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			err = ctx.Err()
-			return
-		case <-time.After(dur - time.Since(tFrom)):
-		}
+		atFrom, err = b.settled(ctx)
+		return err
+	}, func() (err error) {
 		tUntil = time.Now()
-		cpuUntil = cpuTimes(daemons)
+		cpuUntil = cpuTimes(daemons, (*benchDaemon).cpu)
 		useUntil = b.sample(ctx)
 		atUntil, err = b.settled(ctx)
-	}()
+		return err
+	})
 	asks := runLoad(ctx, b.cfg.Clients, warm, dur, 0, func(ctx context.Context) error {
 		for pending.Load() >= backlog {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(2 * time.Millisecond):
+			if err := sleep(ctx, 2*time.Millisecond); err != nil {
+				return err
 			}
 		}
 		pending.Add(1)
@@ -522,15 +493,39 @@ func (b *bencher) addRatios(label string, tps float64) {
 	}
 }
 
-// cpuTimes returns the CPU time each daemon used so far, -1 where unknown.
-func cpuTimes(daemons []*benchDaemon) []time.Duration {
+// cpuTimes returns the CPU time each daemon used so far as read reads it
+// (cpu, or cpuFine for small figures), -1 where unknown.
+func cpuTimes(daemons []*benchDaemon, read func(*benchDaemon) (time.Duration, error)) []time.Duration {
 	out := make([]time.Duration, len(daemons))
 	for i, d := range daemons {
-		c, err := d.cpu()
+		c, err := read(d)
 		if err != nil {
 			c = -1
 		}
 		out[i] = c
 	}
 	return out
+}
+
+// window measures a window of a load: it calls begin once warm has
+// passed and end once dur has passed since, in a goroutine of its own,
+// and sends the first error (nil if none) on the channel it returns.
+func window(ctx context.Context, warm, dur time.Duration, begin, end func() error) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		done <- func() error {
+			if err := sleep(ctx, warm); err != nil {
+				return err
+			}
+			t0 := time.Now()
+			if err := begin(); err != nil {
+				return err
+			}
+			if err := sleep(ctx, dur-time.Since(t0)); err != nil {
+				return err
+			}
+			return end()
+		}()
+	}()
+	return done
 }

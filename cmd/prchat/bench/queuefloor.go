@@ -89,10 +89,8 @@ func runQueueFloor(ctx context.Context, rdb redis.UniversalClient, logs io.Write
 	timeout := chat.TurnPolicy{}.Windows().Job
 	enqueue := func(ctx context.Context) error {
 		for enqueued.Load()-handled.Load() >= backlog {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(2 * time.Millisecond):
+			if err := sleep(ctx, 2*time.Millisecond); err != nil {
+				return err
 			}
 		}
 		var id [16]byte
@@ -114,31 +112,21 @@ func runQueueFloor(ctx context.Context, rdb redis.UniversalClient, logs io.Write
 	defer srv.Shutdown()
 
 	var r queueFloorResult
-	marks := make(chan error, 1)
-	go func() {
-		var err error
-		defer func() { marks <- err }()
-		select {
-		case <-ctx.Done():
-			err = ctx.Err()
-			return
-		case <-time.After(warm):
-		}
-		t0, n0 := time.Now(), handled.Load()
+	var t0 time.Time
+	var n0 int64
+	marks := window(ctx, warm, dur, func() error {
+		t0, n0 = time.Now(), handled.Load()
 		if sample != nil {
 			r.from = sample(ctx)
 		}
-		select {
-		case <-ctx.Done():
-			err = ctx.Err()
-			return
-		case <-time.After(dur - time.Since(t0)):
-		}
+		return nil
+	}, func() error {
 		r.window, r.tasks = time.Since(t0), handled.Load()-n0
 		if sample != nil {
 			r.until = sample(ctx)
 		}
-	}()
+		return nil
+	})
 	load := runLoad(ctx, enqueuers, warm, dur, 0, enqueue)
 	if err := <-marks; err != nil {
 		return r, fmt.Errorf("asynq floor: %w", err)

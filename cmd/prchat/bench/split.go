@@ -94,13 +94,11 @@ func (b *bencher) drainAlone(ctx context.Context, api *benchDaemon, n int, start
 	if err := start(n); err != nil {
 		return err
 	}
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(warm):
+	if err := sleep(ctx, warm); err != nil {
+		return err
 	}
 	ws := *workers
-	tFrom, cpuFrom, useFrom := time.Now(), cpuTimes(ws), b.sample(ctx)
+	tFrom, cpuFrom, useFrom := time.Now(), cpuTimes(ws, (*benchDaemon).cpu), b.sample(ctx)
 	atFrom, err := b.settled(ctx)
 	if err != nil {
 		return err
@@ -115,13 +113,11 @@ func (b *bencher) drainAlone(ctx context.Context, api *benchDaemon, n int, start
 			ranOut = true
 			break
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
+		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+			return err
 		}
 	}
-	tUntil, cpuUntil, useUntil := time.Now(), cpuTimes(ws), b.sample(ctx)
+	tUntil, cpuUntil, useUntil := time.Now(), cpuTimes(ws, (*benchDaemon).cpu), b.sample(ctx)
 	atUntil, err := b.settled(ctx)
 	if err != nil {
 		return err
