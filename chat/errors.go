@@ -19,6 +19,7 @@ const (
 	CodeNoReview           Code = "no_review"
 	CodeNotFound           Code = "not_found"
 	CodeBusy               Code = "busy"
+	CodeConflict           Code = "conflict"
 	CodeNeedsClone         Code = "needs_clone"
 	CodeUnsupportedBackend Code = "unsupported_backend"
 	CodeRateLimited        Code = "rate_limited"

@@ -100,6 +100,9 @@ type Outcome struct {
 	Session SessionMode
 	// Conversation, if set, updates the conversation's session.
 	Conversation *SessionInfo
+	// SessionFile, if set, is stored as the conversation's session file
+	// in the same fenced write as the answer (a stale run stores nothing).
+	SessionFile *SealedSessionFile
 	// Events are stored with the outcome (the final ones).
 	Events []Event
 }
@@ -138,6 +141,11 @@ type TurnStats struct {
 	QueueWait time.Duration
 	Duration  time.Duration
 	Usage     Usage
+	// Restore is how long writing the stored session files into the CLI's
+	// state took (0 when none was restored); SessionBytes is the size of
+	// the session file stored with the outcome (0 when none).
+	Restore      time.Duration
+	SessionBytes int64
 }
 
 // Queue carries turn jobs to workers. Implemented by package worker.

@@ -339,8 +339,8 @@ WHERE id = ? AND fence = ? AND state = 'running' RETURNING *`, id, fence).Find(&
 }
 
 // FinishTurn stores the outcome of the run holding fence and settles the
-// turn, in one transaction with the conversation's session update and the
-// final events. The turn must be running with that fence, else ErrFenced;
+// turn, in one transaction with the conversation's session update, its
+// session file (o.SessionFile) and the final events. The turn must be running with that fence, else ErrFenced;
 // o.State must be final.
 func (s *Store) FinishTurn(ctx context.Context, turnID string, fence int64, o chat.Outcome) error {
 	if !o.State.Final() {
@@ -370,7 +370,7 @@ WHERE id = ? AND fence = ? AND state = 'running' RETURNING conversation_id`
 		convSet = `session_id = ?, session_host = ?, run_dir = ?, backend = ?, model = ?, session = ?, seeded_reason = ?, updated_at = ?`
 		convArgs = []any{si.SessionID, si.SessionHost, si.RunDir, si.Backend, si.Model, string(si.Session), si.SeededReason, at}
 	}
-	if s.dialect == dialectPostgres && len(events) <= eventsInline {
+	if s.dialect == dialectPostgres && len(events) <= eventsInline && o.SessionFile == nil {
 		err = s.finishInOneStatement(ctx, turnUpdate, turnArgs, convSet, convArgs, events)
 	} else {
 		err = s.transaction(ctx, func(tx *gorm.DB) error {
@@ -383,6 +383,11 @@ WHERE id = ? AND fence = ? AND state = 'running' RETURNING conversation_id`
 			}
 			if err := tx.Exec(`UPDATE conversations SET `+convSet+` WHERE id = ?`, append(convArgs, conv[0])...).Error; err != nil {
 				return err
+			}
+			if o.SessionFile != nil {
+				if err := putConversationSessionFile(tx, conv[0], *o.SessionFile, at); err != nil {
+					return fmt.Errorf("store the session file: %w", err)
+				}
 			}
 			return insertEvents(tx, events)
 		})
