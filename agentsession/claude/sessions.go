@@ -1,12 +1,18 @@
 package claude
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 
 	"github.com/prchat/prchat/agentsession"
+	"github.com/prchat/prchat/chat"
 )
 
 // validSessionID reports whether id can name a Claude Code session: a
@@ -76,4 +82,97 @@ func findSession(configDir, id string) string {
 		}
 	}
 	return ""
+}
+
+var _ chat.SessionFileBackend = (*Backend)(nil)
+
+// sessionLine is what CheckSessionFile reads of a session file's line.
+type sessionLine struct {
+	SessionID *string `json:"sessionId"`
+	Cwd       string  `json:"cwd"`
+}
+
+// CheckSessionFile checks that data is a Claude Code session file of
+// session id: JSON lines, at least one naming a session, and every line
+// that names one naming id. It returns the working directory the file
+// records (its first cwd field); a Claude Code session never needs another
+// session's file.
+func (b *Backend) CheckSessionFile(data []byte, id string) (chat.SessionFileInfo, error) {
+	const what = "Claude Code session file"
+	if !validSessionID(id) {
+		return chat.SessionFileInfo{}, chat.Errorf(chat.CodeInvalid, "%q is not a Claude Code session id (a UUID)", id)
+	}
+	var info chat.SessionFileInfo
+	named := false
+	err := agentsession.JSONLines(data, what, func(n int, l []byte) error {
+		if !bytes.Contains(l, []byte(`"sessionId"`)) && (info.Cwd != "" || !bytes.Contains(l, []byte(`"cwd"`))) {
+			return nil
+		}
+		var sl sessionLine
+		if err := json.Unmarshal(l, &sl); err != nil {
+			return chat.Errorf(chat.CodeInvalid, "the %s is damaged: line %d: %v", what, n, err)
+		}
+		if sl.SessionID != nil {
+			if !strings.EqualFold(*sl.SessionID, id) {
+				return chat.Errorf(chat.CodeInvalid, "the %s holds session %q (line %d), not %s", what, *sl.SessionID, n, id)
+			}
+			named = true
+		}
+		if info.Cwd == "" {
+			info.Cwd = sl.Cwd
+		}
+		return nil
+	})
+	if err != nil {
+		return chat.SessionFileInfo{}, err
+	}
+	if !named {
+		return chat.SessionFileInfo{}, chat.Errorf(chat.CodeInvalid, "the file is not a Claude Code session: no line names a session (sessionId)")
+	}
+	return info, nil
+}
+
+// ReadSessionFile returns the file of session ref as the CLI left it: the
+// one under the project folder of ref.Dir, else under any project folder.
+func (b *Backend) ReadSessionFile(_ context.Context, ref chat.SessionRef) ([]byte, error) {
+	if !validSessionID(ref.ID) {
+		return nil, fmt.Errorf("claude-code session %q: not a session id (a UUID): %w", ref.ID, chat.ErrSessionGone)
+	}
+	files := []string{}
+	if ref.Dir != "" {
+		files = sessionFiles(b.configDir, ref.Dir, ref.ID)
+	}
+	if f := findSession(b.configDir, ref.ID); f != "" {
+		files = append(files, f)
+	}
+	for _, f := range files {
+		if data, err := os.ReadFile(f); err == nil {
+			return data, nil
+		}
+	}
+	return nil, fmt.Errorf("claude-code session %s: no session file under %s: %w", ref.ID, filepath.Join(b.configDir, "projects"), chat.ErrSessionGone)
+}
+
+// RestoreSession writes each file as the session file of its session run
+// in dir, <config dir>/projects/<project folder of dir>/<id>.jsonl, with
+// the paths under the file's Cwd mapped to dir (as the kernel names it,
+// symbolic links resolved, which is how the CLI names its project folder).
+func (b *Backend) RestoreSession(_ context.Context, dir string, files []chat.SessionFile) error {
+	real, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("claude-code: restore sessions into %s: %w", dir, err)
+	}
+	if r, err := filepath.EvalSymlinks(real); err == nil {
+		real = r
+	}
+	for _, f := range files {
+		if !validSessionID(f.SessionID) {
+			return fmt.Errorf("claude-code: restore session %q: not a session id (a UUID)", f.SessionID)
+		}
+		path := filepath.Join(b.configDir, "projects", projectName(real), f.SessionID+".jsonl")
+		if err := agentsession.WriteFileAtomic(path, agentsession.MapDir(f.Data, f.Cwd, real)); err != nil {
+			return fmt.Errorf("claude-code: restore session %s: %w", f.SessionID, err)
+		}
+	}
+	return nil
 }

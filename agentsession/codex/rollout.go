@@ -4,13 +4,16 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prchat/prchat/agentsession"
 	"github.com/prchat/prchat/chat"
@@ -241,4 +244,153 @@ func outputText(raw json.RawMessage) string {
 		return strings.Join(texts, "\n")
 	}
 	return string(raw)
+}
+
+var _ chat.SessionFileBackend = (*Backend)(nil)
+
+// rolloutMeta is what a restore reads of a session file's first line.
+type rolloutMeta struct {
+	ID           string `json:"id"`
+	ForkedFromID string `json:"forked_from_id"`
+	Cwd          string `json:"cwd"`
+	Timestamp    string `json:"timestamp"`
+	HistoryBase  *struct {
+		ThreadID      string `json:"thread_id"`
+		EndByteOffset *int64 `json:"end_byte_offset"`
+	} `json:"history_base"`
+}
+
+// parseMeta reads the session_meta line that starts data.
+func parseMeta(data []byte) (rolloutMeta, error) {
+	line := data
+	if i := bytes.IndexByte(data, '\n'); i >= 0 {
+		line = data[:i]
+	}
+	var rec struct {
+		Type    string      `json:"type"`
+		Payload rolloutMeta `json:"payload"`
+	}
+	if err := json.Unmarshal(line, &rec); err != nil || rec.Type != "session_meta" {
+		return rolloutMeta{}, chat.Errorf(chat.CodeInvalid, "the file is not a Codex session (rollout): its first line is not a session_meta record")
+	}
+	return rec.Payload, nil
+}
+
+// CheckSessionFile checks that data is a Codex session file (rollout) of
+// session id: JSON lines whose first is the session_meta record of id. It
+// returns the working directory the file records and, for a fork, the
+// session it was forked from (whose file a restore needs too).
+func (b *Backend) CheckSessionFile(data []byte, id string) (chat.SessionFileInfo, error) {
+	const what = "Codex session file"
+	if !agentsession.IsUUID(id) {
+		return chat.SessionFileInfo{}, chat.Errorf(chat.CodeInvalid, "%q is not a Codex session id (a uuid)", id)
+	}
+	if err := agentsession.JSONLines(data, what, func(int, []byte) error { return nil }); err != nil {
+		return chat.SessionFileInfo{}, err
+	}
+	meta, err := parseMeta(data)
+	if err != nil {
+		return chat.SessionFileInfo{}, err
+	}
+	if !strings.EqualFold(meta.ID, id) {
+		return chat.SessionFileInfo{}, chat.Errorf(chat.CodeInvalid, "the %s holds session %q, not %s", what, meta.ID, id)
+	}
+	return chat.SessionFileInfo{Cwd: meta.Cwd, Parent: meta.ForkedFromID}, nil
+}
+
+// ReadSessionFile returns the session file of ref.ID as the CLI left it.
+func (b *Backend) ReadSessionFile(_ context.Context, ref chat.SessionRef) ([]byte, error) {
+	if !agentsession.IsUUID(ref.ID) {
+		return nil, fmt.Errorf("codex session %q: not a codex session id (a uuid): %w", ref.ID, chat.ErrSessionGone)
+	}
+	path, err := b.findRollout(ref.ID)
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadFile(path)
+}
+
+// RestoreSession writes each file as a session file of the CLI,
+// $CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl (replacing a
+// copy already there), with the paths under its Cwd mapped to dir. A fork
+// points into its parent's file at a byte offset; when the parent is among
+// files, that offset is moved to where the same line is in the parent as
+// restored.
+func (b *Backend) RestoreSession(_ context.Context, dir string, files []chat.SessionFile) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("codex: restore sessions into %s: %w", dir, err)
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real // the CLI records its working directory as the kernel names it
+	}
+	byID := map[string]chat.SessionFile{}
+	for _, f := range files {
+		byID[strings.ToLower(f.SessionID)] = f
+	}
+	for _, f := range files {
+		if !agentsession.IsUUID(f.SessionID) {
+			return fmt.Errorf("codex: restore session %q: not a codex session id (a uuid)", f.SessionID)
+		}
+		meta, err := parseMeta(f.Data)
+		if err != nil {
+			return fmt.Errorf("codex: restore session %s: %w", f.SessionID, err)
+		}
+		data := agentsession.MapDir(f.Data, f.Cwd, abs)
+		if hb := meta.HistoryBase; hb != nil && hb.EndByteOffset != nil {
+			if parent, ok := byID[strings.ToLower(hb.ThreadID)]; ok {
+				data = moveOffset(data, *hb.EndByteOffset, parent, f.Cwd, abs)
+			}
+		}
+		path, err := b.findRollout(f.SessionID)
+		if err != nil {
+			path = filepath.Join(b.sessionsDir(), rolloutName(meta, f.SessionID))
+		}
+		if err := agentsession.WriteFileAtomic(path, data); err != nil {
+			return fmt.Errorf("codex: restore session %s: %w", f.SessionID, err)
+		}
+	}
+	return nil
+}
+
+// rolloutName is where the CLI keeps a session file started at the time
+// meta names: YYYY/MM/DD/rollout-YYYY-MM-DDThh-mm-ss-<id>.jsonl.
+func rolloutName(meta rolloutMeta, id string) string {
+	t, err := time.Parse(time.RFC3339Nano, meta.Timestamp)
+	if err != nil {
+		t = time.Unix(0, 0).UTC()
+	}
+	return filepath.Join(t.Format("2006"), t.Format("01"), t.Format("02"),
+		"rollout-"+t.Format("2006-01-02T15-04-05")+"-"+strings.ToLower(id)+".jsonl")
+}
+
+// moveOffset rewrites the end_byte_offset of child's session_meta line (a
+// fork's pointer into its parent's file, as that file was when the child
+// ran in childCwd) to the offset of the same line in parent restored into
+// dir.
+func moveOffset(child []byte, offset int64, parent chat.SessionFile, childCwd, dir string) []byte {
+	then := agentsession.MapDir(parent.Data, parent.Cwd, childCwd)
+	if offset < 0 || offset > int64(len(then)) {
+		return child
+	}
+	lines := bytes.Count(then[:offset], []byte("\n"))
+	now := agentsession.MapDir(parent.Data, parent.Cwd, dir)
+	moved := 0
+	for range lines {
+		i := bytes.IndexByte(now[moved:], '\n')
+		if i < 0 {
+			return child
+		}
+		moved += i + 1
+	}
+	if int64(moved) == offset {
+		return child
+	}
+	end := bytes.IndexByte(child, '\n')
+	if end < 0 {
+		end = len(child)
+	}
+	old := []byte(`"end_byte_offset":` + strconv.FormatInt(offset, 10))
+	first := bytes.Replace(child[:end], old, []byte(`"end_byte_offset":`+strconv.Itoa(moved)), 1)
+	return append(first, child[end:]...)
 }
