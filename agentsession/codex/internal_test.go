@@ -6,11 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/prchat/prchat/agentsession"
 	"github.com/prchat/prchat/chat"
 )
 
@@ -328,5 +330,23 @@ func TestParserNotesOnce(t *testing.T) {
 	}
 	if want := []string{"codex: stream disconnected; retrying", "codex: rate limited"}; !slices.Equal(notes, want) {
 		t.Errorf("notes = %q, want %q", notes, want)
+	}
+}
+
+// TestMoveOffset moves a fork's pointer into its parent's rollout to the
+// same line of the parent as restored into a run directory of another
+// length.
+func TestMoveOffset(t *testing.T) {
+	parent := chat.SessionFile{SessionID: "p", Cwd: "/laptop/r", Data: []byte(`{"cwd":"/laptop/r"}` + "\n" + `{"p":"/laptop/r/a.go"}` + "\n" + `{"x":1}` + "\n")}
+	// On the worker where the fork ran, the parent's first two lines
+	// were those of /w1 (16+15 bytes).
+	then := string(agentsession.MapDir(parent.Data, parent.Cwd, "/w1"))
+	offset := strings.Index(then, `{"x":1}`)
+	child := []byte(`{"type":"session_meta","payload":{"history_base":{"thread_id":"p","end_byte_offset":` + strconv.Itoa(offset) + `}}}` + "\n" + `{"y":2}` + "\n")
+	got := string(moveOffset(child, int64(offset), parent, "/w1", "/worker-two/run"))
+	now := string(agentsession.MapDir(parent.Data, parent.Cwd, "/worker-two/run"))
+	want := strings.Replace(string(child), "end_byte_offset\":"+strconv.Itoa(offset), "end_byte_offset\":"+strconv.Itoa(strings.Index(now, `{"x":1}`)), 1)
+	if got != want || got == string(child) {
+		t.Errorf("moveOffset =\n%s\nwant\n%s", got, want)
 	}
 }
