@@ -8,11 +8,9 @@ import (
 	"time"
 )
 
-// Backoff of a run's store calls while the database is unreachable.
-const (
-	outageFirstWait = 100 * time.Millisecond
-	outageMaxWait   = 2 * time.Second
-)
+// outageBackoff spaces a run's store calls while the database is
+// unreachable.
+var outageBackoff = Backoff{First: 100 * time.Millisecond, Max: 2 * time.Second}
 
 // Unavailable reports whether err says that a part prchat needs (the
 // database) cannot be reached for now: a call that fails so is worth
@@ -21,25 +19,19 @@ func Unavailable(err error) bool { return ErrorCode(err) == CodeUnavailable }
 
 // whileUnavailable calls f until it returns anything but an unavailable
 // error, ctx ends or the deadline passes, waiting longer after each failure
-// (up to outageMaxWait). It returns f's last error.
+// (outageBackoff). It returns f's last error.
 func (s *Service) whileUnavailable(ctx context.Context, deadline time.Time, what string, f func() error) error {
-	wait := outageFirstWait
 	for n := 1; ; n++ {
 		err := f()
-		if !Unavailable(err) || ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
+		if !Unavailable(err) || ctx.Err() != nil || time.Now().Add(outageBackoff.Delay(n)).After(deadline) {
 			return err
 		}
 		if n == 1 {
 			s.log.WarnContext(ctx, "database unreachable; retrying", slog.String("call", what), slog.Any("err", err))
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if outageBackoff.Wait(ctx, n) != nil {
 			return err
-		case <-t.C:
 		}
-		wait = min(wait*2, outageMaxWait)
 	}
 }
 

@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// TurnPolicy is the policy of a turn's life that the Service, the worker
-// and the reconciler share: how long a run may take, how often a turn is
-// run, and whether one worker runs every turn. Each part reads it from here
+// TurnPolicy is the policy of a turn's life that the Service, the worker,
+// the queue and the reconciler share: how long a run may take, how often a
+// turn is run and its job retried, and whether one worker runs every turn. Each part reads it from here
 // so that no two can disagree.
 type TurnPolicy struct {
 	// TurnTimeout bounds a turn's agent work, repairs included. Default 10m.
@@ -18,6 +18,16 @@ type TurnPolicy struct {
 	// early this often (their workers stopped under them) is settled as
 	// interrupted instead of run again. Default 3.
 	MaxAttempts int
+	// JobRetries is how often the queue runs a turn's job again after a
+	// failed run before it archives the job (the reconciler then settles
+	// the turn as failed). A cancelled job also counts as failed once; a
+	// run that ended because the database was unreachable does not count.
+	// Default 3.
+	JobRetries int
+	// JobRetry is the wait before each retry of a failed job. A cancelled
+	// job is always retried once (its handler then finds the turn
+	// settled), so it stays short. Default 500ms doubling up to 2s.
+	JobRetry Backoff
 	// SoleWorker says that one worker is the only one there can be (prchat
 	// serve on its embedded Redis): every turn goes on the shared queue,
 	// which that worker consumes alone; there is no host to pin a turn to
@@ -78,6 +88,8 @@ func InterruptedNote(runs int64) string {
 func (p TurnPolicy) withDefaults() TurnPolicy {
 	p.TurnTimeout = cmp.Or(p.TurnTimeout, 10*time.Minute)
 	p.MaxAttempts = cmp.Or(p.MaxAttempts, 3)
+	p.JobRetries = cmp.Or(p.JobRetries, 3)
+	p.JobRetry = cmp.Or(p.JobRetry, Backoff{First: 500 * time.Millisecond, Max: 2 * time.Second})
 	return p
 }
 
@@ -91,6 +103,13 @@ func (p TurnPolicy) Validate() error {
 		return errors.New("the turn timeout must not be negative")
 	case p.MaxAttempts < 0:
 		return errors.New("the max attempts must not be negative")
+	case p.JobRetries < 0 || p.JobRetries > 100:
+		return fmt.Errorf("the job retries %d are outside 0..100", p.JobRetries)
+	}
+	if p.JobRetry != (Backoff{}) {
+		if err := p.JobRetry.Validate(); err != nil {
+			return fmt.Errorf("job retry: %w", err)
+		}
 	}
 	return nil
 }

@@ -190,8 +190,7 @@ const (
 // commentRetry is how long after its attempts-th failed attempt a comment
 // is tried again: exponential from Config.CommentBackoff, capped at 5m.
 func (s *Service) commentRetry(attempts int) time.Duration {
-	d := s.cfg.CommentBackoff << min(max(attempts-1, 0), 16)
-	return min(d, 5*time.Minute)
+	return Backoff{First: s.cfg.CommentBackoff, Max: 5 * time.Minute}.Delay(attempts)
 }
 
 // maxCommentAttempts is how often asking or posting is tried before a

@@ -341,10 +341,14 @@ func (e *Events) poke() {
 	}
 }
 
+// readRetry spaces the reader's attempts while Redis fails its reads.
+var readRetry = chat.Backoff{First: 250 * time.Millisecond, Max: 2 * time.Second}
+
 // read is the process's one reader: it blocks on every watched stream at
 // once and hands what arrives to the followers.
 func (e *Events) read(ctx context.Context) {
 	wakeLast := "0-0" // not "$": a wake sent before the first read must count
+	failures := 0
 	for ctx.Err() == nil {
 		e.mu.Lock()
 		keys := make([]string, 0, len(e.watches)+1)
@@ -361,6 +365,7 @@ func (e *Events) read(ctx context.Context) {
 		res, err := e.rdb.XRead(ctx, &redis.XReadArgs{Streams: append(keys, ids...), Block: e.cfg.Block, Count: 256}).Result()
 		switch {
 		case errors.Is(err, redis.Nil):
+			failures = 0
 			continue
 		case err != nil:
 			if ctx.Err() != nil {
@@ -368,13 +373,13 @@ func (e *Events) read(ctx context.Context) {
 			}
 			e.log.Warn("read events", slog.Any("err", err))
 			e.dropAll() // followers catch up from the store and follow again
-			select {
-			case <-ctx.Done():
+			failures++
+			if readRetry.Wait(ctx, failures) != nil {
 				return
-			case <-time.After(500 * time.Millisecond):
 			}
 			continue
 		}
+		failures = 0
 		for _, st := range res {
 			if st.Stream == e.wake {
 				if n := len(st.Messages); n > 0 {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/prchat/prchat/chat"
 )
 
 // alive asks Hosts about a worker and a runner, failing the test on error.
@@ -202,7 +204,7 @@ func TestConfigValidation(t *testing.T) {
 		"server without identity":     second(NewServer(e.rdb, newRecorder(nil), ServerConfig{})),
 		"server negative concurrency": second(NewServer(e.rdb, newRecorder(nil), ServerConfig{Identity: id, Concurrency: -1})),
 		"server without runner":       second(NewServer(e.rdb, nil, ServerConfig{Identity: id})),
-		"queue negative retry":        second(NewQueue(e.rdb, QueueConfig{MaxRetry: -1})),
+		"queue negative retry":        second(NewQueue(e.rdb, QueueConfig{Policy: chat.TurnPolicy{JobRetries: -1}})),
 		"reconciler without turns":    second(NewReconciler(nil, e.queue, e.hosts, ReconcilerConfig{})),
 		"reconciler negative grace":   second(NewReconciler(&fakeTurns{}, e.queue, e.hosts, ReconcilerConfig{Grace: -1})),
 	} {

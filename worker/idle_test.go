@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/prchat/prchat/chat"
 	"github.com/prchat/prchat/worker/workertest"
 )
 
@@ -105,7 +106,7 @@ func TestRetryEndsTheIdleWait(t *testing.T) {
 		return nil
 	})
 	e.idleServer(t, "idle-retry", rec, idle, func(c *ServerConfig) {
-		c.RetryDelay, c.MaxRetryDelay = retry, retry
+		c.Policy.JobRetry = chat.Backoff{First: retry}
 	})
 	if err := e.queue.Enqueue(t.Context(), "turn-retried", ""); err != nil {
 		t.Fatal(err)

@@ -80,30 +80,23 @@ type payload struct {
 
 // QueueConfig configures a Queue.
 type QueueConfig struct {
-	// MaxRetry is how often a failed job is tried again before asynq archives
-	// it (the Reconciler then settles its turn as failed). A cancelled job
-	// also counts as failed once. Zero means the default, 3.
-	MaxRetry int
 	// Policy is the turns' policy, as the chat.Service has it: its Job
 	// window bounds one run of a job, so that chat ends a turn before the
-	// queue does.
+	// queue does, and its JobRetries is how often a failed job is tried
+	// again before asynq archives it (the Reconciler then settles its turn
+	// as failed).
 	Policy chat.TurnPolicy
 	// Logger receives what the queue does. Default: discard.
 	Logger *slog.Logger
 }
 
 func (c QueueConfig) withDefaults() QueueConfig {
-	c.MaxRetry = cmp.Or(c.MaxRetry, 3)
 	c.Policy = c.Policy.WithDefaults()
 	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	return c
 }
 
 func (c QueueConfig) validate() error {
-	switch {
-	case c.MaxRetry < 0 || c.MaxRetry > 100:
-		return fmt.Errorf("queue max retry %d is outside 0..100", c.MaxRetry)
-	}
 	if err := c.Policy.Validate(); err != nil {
 		return fmt.Errorf("queue: %w", err)
 	}
@@ -204,7 +197,7 @@ func (q *Queue) enqueue(ctx context.Context, turnID, taskID, queue string) (bool
 	_, err = q.client.EnqueueContext(ctx, task,
 		asynq.TaskID(taskID),
 		asynq.Queue(queue),
-		asynq.MaxRetry(q.cfg.MaxRetry),
+		asynq.MaxRetry(q.cfg.Policy.JobRetries),
 		asynq.Timeout(q.cfg.Policy.Windows().Job),
 	)
 	switch {

@@ -91,7 +91,7 @@ type Counts struct {
 	// Rescued counts rescue jobs enqueued for turns whose worker died.
 	Rescued int
 	// Failed counts turns settled as failed because their job was archived
-	// (it failed more often than the queue's MaxRetry).
+	// (it failed more often than the policy's JobRetries).
 	Failed int
 	// Interrupted counts running turns settled as interrupted because their
 	// worker died and they had used their MaxAttempts.

@@ -203,11 +203,11 @@ func TestReconcileAfterRedisLostItsData(t *testing.T) {
 }
 
 // TestOutageNeverArchivesAJob: a run that ends because the database is
-// unreachable is retried beyond the queue's MaxRetry, and its job is never
+// unreachable is retried beyond the policy's JobRetries, and its job is never
 // archived; once the database is back the turn runs.
 func TestOutageNeverArchivesAJob(t *testing.T) {
 	t.Parallel()
-	e := setupQueue(t, QueueConfig{MaxRetry: 1})
+	e := setupQueue(t, QueueConfig{Policy: chat.TurnPolicy{JobRetries: 1}})
 	var outage atomic.Bool
 	outage.Store(true)
 	unreachable := &chat.Error{Code: chat.CodeUnavailable, Message: "The database is unreachable.", Err: errBoom}
@@ -221,7 +221,7 @@ func TestOutageNeverArchivesAJob(t *testing.T) {
 	if err := e.queue.Enqueue(t.Context(), "t1", ""); err != nil {
 		t.Fatal(err)
 	}
-	for range 5 { // MaxRetry is 1
+	for range 5 { // JobRetries is 1
 		rec.next(t, 5*time.Second)
 	}
 	if got := e.where(t, "t1"); slices.Contains(got, "t1@turns:archived") {
@@ -236,7 +236,7 @@ func TestOutageNeverArchivesAJob(t *testing.T) {
 // waited out) is enqueued again, and its turn is not failed.
 func TestReconcileRequeuesJobArchivedByAnOutage(t *testing.T) {
 	t.Parallel()
-	e, turns, r, clk := rsetup(t, QueueConfig{MaxRetry: 1})
+	e, turns, r, clk := rsetup(t, QueueConfig{Policy: chat.TurnPolicy{JobRetries: 1}})
 	// An older worker's error, as asynq kept its text.
 	old := errors.New("claim turn t1: unavailable: The database is unreachable; try again shortly.: dial tcp 127.0.0.1:5432: connect: connection refused")
 	rec := newRecorder(func(context.Context, string, int) error {
@@ -304,7 +304,7 @@ func TestKickReconcilesAtOnce(t *testing.T) {
 // would keep it without a TTL.
 func TestReconcileSweepsArchivedJobsNoTurnNeeds(t *testing.T) {
 	t.Parallel()
-	e, _, r, _ := rsetup(t, QueueConfig{MaxRetry: 1})
+	e, _, r, _ := rsetup(t, QueueConfig{Policy: chat.TurnPolicy{JobRetries: 1}})
 	rec := newRecorder(func(context.Context, string, int) error { return fmt.Errorf("boom: %w", asynq.SkipRetry) })
 	e.startServer(t, "w1", rec, nil)
 	if err := e.queue.Enqueue(t.Context(), "gone", ""); err != nil {
@@ -345,7 +345,7 @@ func TestReconcileEnqueuesManyLostJobsInOnePass(t *testing.T) {
 
 func TestReconcileSettlesArchivedJob(t *testing.T) {
 	t.Parallel()
-	e, turns, r, clk := rsetup(t, QueueConfig{MaxRetry: 1})
+	e, turns, r, clk := rsetup(t, QueueConfig{Policy: chat.TurnPolicy{JobRetries: 1}})
 	rec := newRecorder(func(context.Context, string, int) error { return errBoom })
 	e.startServer(t, "w1", rec, nil)
 	turns.add(chat.Turn{ID: "t1", State: chat.StateQueued, CreatedAt: ago(clk, time.Second)}, "")

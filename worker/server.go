@@ -57,18 +57,12 @@ type ServerConfig struct {
 	// Policy is the turns' policy, as the chat.Service has it. A sole
 	// worker (prchat serve's, on its embedded Redis), to which chat routes
 	// no turn by host, consumes the shared queue alone: one queue is one
-	// script call less per poll and per job.
+	// script call less per poll and per job. Its JobRetry spaces the
+	// retries of a failed job.
 	Policy chat.TurnPolicy
 	// DelayedTaskCheckInterval is how often jobs waiting for a retry are
 	// made ready. Default 500ms.
 	DelayedTaskCheckInterval time.Duration
-	// RetryDelay is the wait before a failed job's first retry; it doubles
-	// with every retry up to MaxRetryDelay. A cancelled job is always
-	// retried once (its handler then finds the turn settled), so keep it
-	// short. Default 500ms.
-	RetryDelay time.Duration
-	// MaxRetryDelay caps the wait before a retry. Default 2s.
-	MaxRetryDelay time.Duration
 	// ShutdownGrace is how long Stop lets running turns finish
 	// (PRCHAT_SHUTDOWN_GRACE); then it hands the rest on to a live worker at
 	// once (each goes back to queued, with a job on the shared queue) and
@@ -86,8 +80,7 @@ func (c ServerConfig) withDefaults() ServerConfig {
 	c.TaskCheckInterval = cmp.Or(c.TaskCheckInterval, DefaultTaskCheckInterval)
 	c.IdlePollInterval = cmp.Or(c.IdlePollInterval, DefaultIdlePollInterval)
 	c.DelayedTaskCheckInterval = cmp.Or(c.DelayedTaskCheckInterval, 500*time.Millisecond)
-	c.RetryDelay = cmp.Or(c.RetryDelay, 500*time.Millisecond)
-	c.MaxRetryDelay = cmp.Or(c.MaxRetryDelay, 2*time.Second)
+	c.Policy = c.Policy.WithDefaults()
 	c.ShutdownGrace = cmp.Or(c.ShutdownGrace, 10*time.Second)
 	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	return c
@@ -106,10 +99,11 @@ func (c ServerConfig) validate() error {
 		return fmt.Errorf("idle poll interval %v is outside the task check interval %v..10s", c.IdlePollInterval, c.TaskCheckInterval)
 	case c.DelayedTaskCheckInterval < 10*time.Millisecond:
 		return fmt.Errorf("delayed task check interval %v is under 10ms", c.DelayedTaskCheckInterval)
-	case c.RetryDelay <= 0 || c.MaxRetryDelay < c.RetryDelay:
-		return fmt.Errorf("retry delay %v must be positive and at most the max retry delay %v", c.RetryDelay, c.MaxRetryDelay)
 	case c.ShutdownGrace <= 0:
 		return fmt.Errorf("shutdown grace %v must be positive", c.ShutdownGrace)
+	}
+	if err := c.Policy.Validate(); err != nil {
+		return fmt.Errorf("worker server: %w", err)
 	}
 	return nil
 }
@@ -239,12 +233,10 @@ func (s *Server) begin(ctx context.Context) error {
 	return nil
 }
 
+// retryDelay is asynq's wait before the retry of a job that failed n times
+// before (0 for the first retry): the policy's JobRetry.
 func (s *Server) retryDelay(n int, _ error, _ *asynq.Task) time.Duration {
-	d := s.cfg.RetryDelay
-	for i := 0; i < n && d < s.cfg.MaxRetryDelay; i++ {
-		d *= 2
-	}
-	return min(d, s.cfg.MaxRetryDelay)
+	return s.cfg.Policy.JobRetry.Delay(n + 1)
 }
 
 // handle runs one turn:run job.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/prchat/prchat/chat"
 	"github.com/prchat/prchat/worker/workertest"
 )
 
@@ -57,8 +58,7 @@ func (e env) startServer(t *testing.T, id string, runner TurnRunner, tweak func(
 		Identity:                 NewIdentity(id),
 		Concurrency:              2,
 		DelayedTaskCheckInterval: 50 * time.Millisecond,
-		RetryDelay:               20 * time.Millisecond,
-		MaxRetryDelay:            50 * time.Millisecond,
+		Policy:                   chat.TurnPolicy{JobRetry: chat.Backoff{First: 20 * time.Millisecond, Max: 50 * time.Millisecond}},
 		ShutdownGrace:            time.Second,
 		Logger:                   testLogger(t),
 	}

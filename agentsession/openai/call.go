@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -448,7 +447,7 @@ func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 // instead of sleeping in vain.
 func (t *turn) retryWait(ctx context.Context, attempt int, f *failure) (time.Duration, error) {
 	if !f.hasRetryAfter {
-		return backoff(t.b.cfg.BackoffBase, t.b.cfg.BackoffMax, attempt), nil
+		return chat.Backoff{First: t.b.cfg.BackoffBase, Max: t.b.cfg.BackoffMax, Jitter: true}.Delay(attempt), nil
 	}
 	wait := f.retryAfter
 	if wait > t.b.cfg.MaxRetryAfter {
@@ -458,21 +457,6 @@ func (t *turn) retryWait(ctx context.Context, attempt int, f *failure) (time.Dur
 		return 0, fmt.Errorf("the endpoint asks to wait %s before retrying, past the turn's deadline", roundWait(wait))
 	}
 	return wait, nil
-}
-
-// backoff returns the wait before retry number attempt (1 for the first):
-// base doubled attempt-1 times, at most max, less a random part of up to
-// half (jitter), so that callers that failed together do not retry
-// together.
-func backoff(base, ceiling time.Duration, attempt int) time.Duration {
-	d := ceiling
-	if attempt-1 < 32 {
-		if b := base << (attempt - 1); b > 0 && b < ceiling {
-			d = b
-		}
-	}
-	half := d / 2
-	return d - half + rand.N(half+1)
 }
 
 // roundWait rounds a wait for people.

@@ -44,24 +44,6 @@ func TestRetryAfter(t *testing.T) {
 	}
 }
 
-func TestBackoff(t *testing.T) {
-	t.Parallel()
-	base, ceiling := 100*time.Millisecond, time.Second
-	for attempt, full := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 3: 400 * time.Millisecond, 4: 800 * time.Millisecond, 5: time.Second, 60: time.Second} {
-		seen := map[time.Duration]bool{}
-		for range 200 {
-			d := backoff(base, ceiling, attempt)
-			if d < full/2 || d > full {
-				t.Fatalf("backoff(attempt %d) = %v, want within [%v, %v]", attempt, d, full/2, full)
-			}
-			seen[d] = true
-		}
-		if len(seen) < 10 {
-			t.Errorf("backoff(attempt %d) took only %d values in 200 draws: no jitter", attempt, len(seen))
-		}
-	}
-}
-
 // TestToolCallFragments checks that tool calls are put together from
 // fragments by index, whatever order and shape they come in.
 func TestToolCallFragments(t *testing.T) {

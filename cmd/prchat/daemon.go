@@ -57,10 +57,9 @@ type options struct {
 	logger *slog.Logger
 	// backends are added to the built-in ones (tests add a scripted agent).
 	backends []chat.Backend
-	// heartbeatTTL, reconcileGrace and retryDelay shorten timings in tests.
+	// heartbeatTTL and reconcileGrace shorten timings in tests.
 	heartbeatTTL   time.Duration
 	reconcileGrace time.Duration
-	maxRetry       int
 	// outboxInterval and commentPoll shorten the webhook replies' timings.
 	outboxInterval time.Duration
 	commentPoll    time.Duration
@@ -163,9 +162,8 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 	// in this process: no other worker can take a turn.
 	policy := chat.TurnPolicy{TurnTimeout: cfg.TurnTimeout, SoleWorker: d.embedded != nil}
 	if d.queue, err = worker.NewQueue(d.rdb, worker.QueueConfig{
-		MaxRetry: o.maxRetry,
-		Policy:   policy,
-		Logger:   log,
+		Policy: policy,
+		Logger: log,
 	}); err != nil {
 		return nil, err
 	}
