@@ -123,6 +123,9 @@ func TestDocumentConventions(t *testing.T) {
 			if op.RequestBody != nil && strings.HasPrefix(path, "/api/") && op.Responses.Status(http.StatusRequestEntityTooLarge) == nil {
 				t.Errorf("%s takes a body but does not document 413", where)
 			}
+			if method != http.MethodGet && strings.HasPrefix(path, "/api/") && op.Responses.Status(http.StatusUnsupportedMediaType) == nil {
+				t.Errorf("%s changes something but does not document 415 (a body not sent as application/json)", where)
+			}
 		}
 	}
 }

@@ -44,6 +44,11 @@ type Config struct {
 	// GitHub and GitLab configure the webhook routes.
 	GitHub WebhookConfig
 	GitLab WebhookConfig
+	// PublicURL is the address a deployment is reached at
+	// (PRCHAT_PUBLIC_URL, e.g. https://prchat.example.com behind a TLS
+	// proxy): its origin is prchat's own, and its host is served while the
+	// API is open (see guardBrowsers).
+	PublicURL string
 }
 
 func (c Config) withDefaults() Config {
@@ -74,6 +79,9 @@ type Server struct {
 	webhookMetrics         *webhookMetrics
 	githubSelf, gitlabSelf *selfLogin
 
+	// publicOrigin and publicHost are Config.PublicURL's.
+	publicOrigin, publicHost string
+
 	mu       sync.Mutex
 	http     *http.Server
 	cancel   context.CancelFunc // ends the requests in flight (SSE streams)
@@ -87,6 +95,9 @@ type Server struct {
 func New(cfg Config, svc Service) (*Server, error) {
 	if svc == nil {
 		return nil, errors.New("api: a service is required")
+	}
+	if _, _, err := parsePublicURL(cfg.PublicURL); err != nil {
+		return nil, fmt.Errorf("api: %w", err)
 	}
 	s := newServer(cfg, svc)
 	s.probeRoutes()
@@ -111,10 +122,11 @@ func newServer(cfg Config, svc Service) *Server {
 	s.webhookMetrics = newWebhookMetrics(cfg.Registry)
 	s.githubSelf = &selfLogin{get: cfg.GitHub.Self}
 	s.gitlabSelf = &selfLogin{get: cfg.GitLab.Self}
+	s.publicOrigin, s.publicHost, _ = parsePublicURL(cfg.PublicURL)
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
-	e.Use(requestIDs, s.observe, s.recoverPanics, bodyLimit(cfg.BodyLimit))
+	e.Use(requestIDs, s.observe, s.recoverPanics, s.guardBrowsers, bodyLimit(cfg.BodyLimit))
 	return s
 }
 

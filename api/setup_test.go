@@ -314,7 +314,8 @@ type response struct {
 }
 
 // send sends a request; body is JSON-encoded unless it is a string or
-// []byte. Headers may be given as name, value pairs.
+// []byte. Headers may be given as name, value pairs ("Host" sets the
+// request's Host, an empty value removes a header).
 func (c *client) send(t *testing.T, method, path string, body any, headers ...string) response {
 	t.Helper()
 	var rd io.Reader
@@ -341,7 +342,14 @@ func (c *client) send(t *testing.T, method, path string, body any, headers ...st
 		req.Header.Set("Content-Type", "application/json")
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
+		switch name, value := headers[i], headers[i+1]; {
+		case name == "Host":
+			req.Host = value
+		case value == "":
+			req.Header.Del(name)
+		default:
+			req.Header.Set(name, value)
+		}
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

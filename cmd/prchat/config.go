@@ -78,6 +78,8 @@ type Config struct {
 	InsecureNoAuth     bool
 	ReposRoots         string
 	AllowFileURLs      bool
+	PublicURL          string
+	CloneAllowPrivate  bool
 	RateRequests       chat.Rate
 	RateQuestionsRepo  chat.Rate
 	RateQuestionsToken chat.Rate

@@ -342,7 +342,7 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 			return nil, err
 		}
 		ghHooks, glHooks := fg.webhooks(cfg)
-		d.api, err = api.New(api.Config{Registry: reg, Logger: log, Access: access, RequestRate: cfg.RateRequests, Dashboard: dash, GitHub: ghHooks, GitLab: glHooks}, d.svc)
+		d.api, err = api.New(api.Config{Registry: reg, Logger: log, Access: access, RequestRate: cfg.RateRequests, Dashboard: dash, GitHub: ghHooks, GitLab: glHooks, PublicURL: cfg.PublicURL}, d.svc)
 		if err != nil {
 			return nil, err
 		}
