@@ -33,8 +33,8 @@ type Access interface {
 }
 
 // routeAccess is what a route needs of a token: a scope, and for routes
-// that are not about one repository (providers, tokens), a token for every
-// repository.
+// that are not about one repository or that say where one is cloned from
+// (registering, providers, tokens), a token for every repository.
 type routeAccess struct {
 	scope    chat.Scope
 	allRepos bool
@@ -57,7 +57,7 @@ var routeScopes = map[string]routeAccess{
 	"POST /api/v1/repos/:owner/:repo/pulls/:pr/reviews/:version/conversations": {scope: chat.ScopeAsk},
 	"POST /api/v1/conversations/:id/turns":                                     {scope: chat.ScopeAsk},
 	"POST /api/v1/conversations/:id/turns/:n/cancel":                           {scope: chat.ScopeAsk},
-	"POST /api/v1/repos":                                                       {scope: chat.ScopeAdmin},
+	"POST /api/v1/repos":                                                       {scope: chat.ScopeAdmin, allRepos: true},
 	"POST /api/v1/repos/:owner/:repo/pulls/:pr/reviews":                        {scope: chat.ScopeAdmin},
 	"DELETE /api/v1/conversations/:id":                                         {scope: chat.ScopeAdmin},
 	"GET /api/v1/repos/:owner/:repo/pulls":                                     {scope: chat.ScopeRead},

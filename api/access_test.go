@@ -252,7 +252,7 @@ func TestScopesAndRepositoriesAllow(t *testing.T) {
 		{ts.ask, "POST", "/api/v1/conversations/" + conv + "/turns/2/cancel", nil, 202},
 		{ts.widget, "GET", pr + "/conversations", nil, 200},
 		{ts.widget, "POST", pr + "/reviews", map[string]any{"head_sha": f.repo.Head(), "markdown": "v2"}, 201},
-		{ts.widget, "POST", "/api/v1/repos", map[string]any{"name": repoName, "clone_path": f.repo.Dir}, 200},
+		{ts.admin, "POST", "/api/v1/repos", map[string]any{"name": repoName, "clone_path": f.repo.Dir}, 200},
 		{ts.admin, "GET", "/api/v1/tokens", nil, 200},
 		{ts.admin, "PATCH", "/api/v1/providers/active", map[string]any{"provider": "ollama"}, 200},
 	} {
@@ -675,5 +675,62 @@ func TestAdminActionsAreAudited(t *testing.T) {
 	}
 	if out := logs.String(); strings.Contains(out, value) || strings.Contains(out, key) {
 		t.Error("the log holds a token's value or a provider key")
+	}
+}
+
+// TestLimitedTokensStayInside (issue: an admin token of one repository
+// re-pointed it at another's clone, then read that clone's code): a token
+// limited to repositories, admin or not, registers nothing and cannot
+// change where its own repository is cloned from, and its team figures
+// hold its repositories only, the queue too.
+func TestLimitedTokensStayInside(t *testing.T) {
+	t.Parallel()
+	f := setup(t, func(o *options) { o.access = true })
+	other := agentsessiontest.NewRepo(t, map[string]string{"secret.go": "package secret\n"})
+	f.do("POST", "/api/v1/repos", map[string]any{"name": "acme/other", "clone_path": other.Dir}, http.StatusCreated, nil)
+	f.review("local", nil)
+	ts := f.makeTokens()
+
+	for _, body := range []map[string]any{
+		{"name": repoName, "clone_path": other.Dir},
+		{"name": repoName, "clone_url": "https://example.com/acme/other.git"},
+		{"name": repoName, "clone_path": f.repo.Dir},
+		{"name": "acme/new", "clone_path": other.Dir},
+	} {
+		got := f.as(t, ts.widget, "POST", "/api/v1/repos", body)
+		if got.status != 403 || !strings.Contains(string(got.body), `"code":"forbidden"`) {
+			t.Errorf("an admin token of %s registering %v = %d %s, want 403", repoName, body, got.status, got.body)
+		}
+	}
+	var repo struct {
+		ClonePath string `json:"clone_path"`
+	}
+	if err := json.Unmarshal(f.as(t, ts.admin, "GET", "/api/v1/repos/"+repoName, nil).body, &repo); err != nil {
+		t.Fatal(err)
+	}
+	if repo.ClonePath != f.repo.Dir {
+		t.Errorf("%s is cloned from %s, want %s", repoName, repo.ClonePath, f.repo.Dir)
+	}
+	// A deployment-wide admin still registers.
+	if got := f.as(t, ts.admin, "POST", "/api/v1/repos", map[string]any{"name": "acme/third", "clone_path": other.Dir}); got.status != 201 {
+		t.Errorf("an admin token for every repository registering = %d %s", got.status, got.body)
+	}
+
+	// A queued turn of acme/widget is not in acme/other's figures.
+	if got := f.as(t, ts.admin, "POST", "/api/v1/repos/"+repoName+"/pulls/7/reviews/1/conversations", map[string]any{"question": "Queued for a while?"}); got.status != 202 {
+		t.Fatalf("ask = %d %s", got.status, got.body)
+	}
+	var st struct {
+		Turns int
+		Queue struct{ Queued int }
+	}
+	if err := json.Unmarshal(f.as(t, ts.other, "GET", "/api/v1/stats", nil).body, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Turns != 0 || st.Queue.Queued != 0 {
+		t.Errorf("a token of acme/other sees %d turns and %d queued, want none of %s's", st.Turns, st.Queue.Queued, repoName)
+	}
+	if got := f.as(t, ts.other, "GET", "/api/v1/stats?repo="+repoName, nil); got.status != 404 {
+		t.Errorf("a token of acme/other asking for %s's figures = %d %s, want 404", repoName, got.status, got.body)
 	}
 }

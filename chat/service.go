@@ -234,8 +234,10 @@ func (s *Service) RegisterRepository(ctx context.Context, r Repository) (Reposit
 	if len(r.ClonePath) > maxPathBytes || len(r.CloneURL) > maxPathBytes {
 		return Repository{}, false, Errorf(CodeInvalid, "clone_path and clone_url are at most %d bytes", maxPathBytes)
 	}
-	if t, ok := limitedToken(ctx); ok && !t.Sees(r.Name) {
-		return Repository{}, false, Errorf(CodeForbidden, "this token may not register %s", r.Name)
+	if _, ok := limitedToken(ctx); ok {
+		// Registering says where a repository is cloned from: pointing a
+		// repository of the token's at another's clone would read that one.
+		return Repository{}, false, Errorf(CodeForbidden, "only a token for every repository registers repositories or changes where one is cloned from")
 	}
 	if err := s.checkRegistration(ctx, &r); err != nil {
 		return Repository{}, false, err

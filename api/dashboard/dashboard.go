@@ -160,6 +160,9 @@ type page struct {
 	Scope    string
 	// CanAsk is false for a read token: the ask box is not shown.
 	CanAsk bool
+	// Limited is true for a token limited to repositories: it never sees
+	// deployment-wide pages (the queue internals).
+	Limited bool
 	// Auth is true when tokens are in use.
 	Auth   bool
 	Crumbs []crumb
@@ -199,7 +202,7 @@ func (d *Dashboard) who(c echo.Context) (page, bool) {
 		return p, false
 	}
 	c.SetRequest(c.Request().WithContext(chat.WithToken(ctx, tok)))
-	p.SignedIn, p.Scope = fromCookie, string(tok.Scope)
+	p.SignedIn, p.Scope, p.Limited = fromCookie, string(tok.Scope), tok.Limited()
 	p.CanAsk = tok.Scope.Includes(chat.ScopeAsk)
 	p.CSRF = CSRFToken(value)
 	return p, true

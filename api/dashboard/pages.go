@@ -301,8 +301,10 @@ func (d *Dashboard) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 		if !ok {
 			return d.signinRedirect(c)
 		}
-		if p.Scope != string(chat.ScopeAdmin) {
-			return d.fail(c, p, chat.Errorf(chat.CodeForbidden, "queue internals are for admins"))
+		if p.Scope != string(chat.ScopeAdmin) || p.Limited {
+			// The queues are shared by every repository: pausing one
+			// stops them all.
+			return d.fail(c, p, chat.Errorf(chat.CodeForbidden, "queue internals are for admins of every repository"))
 		}
 		if !CheckCSRF(c.Request()) {
 			return c.String(http.StatusForbidden, "missing or wrong CSRF token")

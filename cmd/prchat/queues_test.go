@@ -59,7 +59,8 @@ func TestAdminQueuesOnEveryRedis(t *testing.T) {
 }
 
 // TestAdminQueuesAreForAdmins: once tokens exist, /admin/queues needs an
-// admin token (a read token is refused, no token is sent to sign in).
+// admin token for every repository (a read token and an admin token
+// limited to repositories are refused, no token is sent to sign in).
 func TestAdminQueuesAreForAdmins(t *testing.T) {
 	t.Parallel()
 	e := setup(t, mode{name: "embedded"}, nil)
@@ -75,9 +76,15 @@ func TestAdminQueuesAreForAdmins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	_, limited, err := access.CreateToken(t.Context(), "demo admin", chat.ScopeAdmin, []string{"acme/demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var call func(token, method, path string) int
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	status := func(token string) int {
-		req, _ := http.NewRequest("GET", e.url+"/admin/queues/api/queues", nil)
+	status := func(token string) int { return call(token, "GET", "/admin/queues/api/queues") }
+	call = func(token, method, path string) int {
+		req, _ := http.NewRequest(method, e.url+path, nil)
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
@@ -100,5 +107,33 @@ func TestAdminQueuesAreForAdmins(t *testing.T) {
 	}
 	if got := status(admin); got != http.StatusOK {
 		t.Errorf("an admin token gets %d from /admin/queues, want 200", got)
+	}
+	// A token limited to repositories reaches none of it: the queues are
+	// every repository's, and pausing one pauses them all.
+	for _, r := range [][2]string{{"GET", "/admin/queues"}, {"GET", "/admin/queues/api/queues"}, {"POST", "/admin/queues/api/queues/turns:pause"}} {
+		if got := call(limited, r[0], r[1]); got != http.StatusForbidden {
+			t.Errorf("an admin token of acme/demo gets %d from %s %s, want 403", got, r[0], r[1])
+		}
+	}
+	req, _ := http.NewRequest("GET", e.url+"/admin/queues/api/queues", nil)
+	req.Header.Set("Authorization", "Bearer "+admin)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Queues []struct {
+			Queue  string `json:"queue"`
+			Paused bool   `json:"paused"`
+		} `json:"queues"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range list.Queues {
+		if q.Paused {
+			t.Errorf("queue %s was paused by a refused request", q.Queue)
+		}
 	}
 }
