@@ -27,6 +27,7 @@ require (
 	github.com/yuin/goldmark v1.8.7
 	gitlab.com/gitlab-org/api/client-go v1.46.0
 	golang.org/x/time v0.15.0
+	gopkg.in/yaml.v3 v3.0.1
 	gorm.io/driver/postgres v1.6.3
 	gorm.io/gorm v1.31.2
 	modernc.org/sqlite v1.62.0

@@ -56,6 +56,10 @@ type Config struct {
 	GitLabAPIURL            string
 	GitLabAutoRegister      bool
 	SecretKey               string
+	// SecretKeyFile holds the key when SecretKey is empty; made (random,
+	// owner-only) by the first process that needs it. Default: secret.key
+	// in DataDir.
+	SecretKeyFile string
 	// Endpoints of OpenAI-compatible servers besides OpenAI's own.
 	OllamaBaseURL, OllamaAPIKey, OllamaModel    string
 	VLLMBaseURL, VLLMAPIKey, VLLMModel          string
@@ -186,7 +190,12 @@ func defaultDataDir() string {
 	return "prchat-data"
 }
 
+// defaultWorkerID is the host name: $HOSTNAME, which container runtimes set
+// to each container's own, else the kernel's.
 func defaultWorkerID() string {
+	if h := os.Getenv("HOSTNAME"); h != "" {
+		return h
+	}
 	h, err := os.Hostname()
 	if err != nil || h == "" {
 		return "worker"
@@ -246,7 +255,8 @@ func settings() []setting {
 		{env: "PRCHAT_GITLAB_TOKEN", def: "", help: "GitLab token to post answers back (api scope)", set: str(func(c *Config) *string { return &c.GitLabToken })},
 		{env: "PRCHAT_GITLAB_API_URL", def: "https://gitlab.com/api/v4", help: "GitLab API base URL", set: str(func(c *Config) *string { return &c.GitLabAPIURL })},
 		{env: "PRCHAT_GITLAB_AUTO_REGISTER", def: "0", help: "1: register an unknown project from a signed GitLab event's clone URL; 0: ignore its events", set: boolean(func(c *Config) *bool { return &c.GitLabAutoRegister })},
-		{env: "PRCHAT_SECRET_KEY", def: "", help: "key that encrypts stored provider keys (any string of 16+ bytes; default: generated into the data directory; set the same one on every process)", set: str(func(c *Config) *string { return &c.SecretKey })},
+		{env: "PRCHAT_SECRET_KEY", def: "", help: "key that seals stored provider keys and agent session files (any string of 16+ bytes; every process of a deployment must use the same one); empty: the key in PRCHAT_SECRET_KEY_FILE", set: str(func(c *Config) *string { return &c.SecretKey })},
+		{env: "PRCHAT_SECRET_KEY_FILE", def: "", help: "file holding the secret key when PRCHAT_SECRET_KEY is empty, made (random, owner-only) by the first process that finds none; empty: secret.key in the data directory", set: str(func(c *Config) *string { return &c.SecretKeyFile })},
 		{env: "PRCHAT_OLLAMA_BASE_URL", def: "http://127.0.0.1:11434/v1", help: "Ollama's OpenAI-compatible endpoint (provider ollama)", set: str(func(c *Config) *string { return &c.OllamaBaseURL })},
 		{env: "PRCHAT_OLLAMA_API_KEY", def: "", help: "API key for the ollama provider (usually none)", set: str(func(c *Config) *string { return &c.OllamaAPIKey })},
 		{env: "PRCHAT_OLLAMA_MODEL", def: "qwen2.5-coder:14b", help: "default model of the ollama provider", set: str(func(c *Config) *string { return &c.OllamaModel })},
@@ -348,34 +358,63 @@ func (c Config) providers() []chat.ProviderConfig {
 	}
 }
 
-// secretKey returns PRCHAT_SECRET_KEY, or the key generated into the data
-// directory (owner-only) on first use.
+// secretKey returns PRCHAT_SECRET_KEY, or the key in PRCHAT_SECRET_KEY_FILE,
+// which the first process to find none makes (owner-only).
 func (c Config) secretKey() ([]byte, error) {
 	if c.SecretKey != "" {
+		if placeholder(c.SecretKey) {
+			return nil, errors.New("PRCHAT_SECRET_KEY is still the example's placeholder: set a random one, the same for every process (openssl rand -hex 32)")
+		}
 		return []byte(c.SecretKey), nil
 	}
-	path := filepath.Join(c.DataDir, "secret.key")
-	if b, err := os.ReadFile(path); err == nil {
-		return bytes.TrimSpace(b), nil
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("read the secret key: %w", err)
+	path := cmp.Or(c.SecretKeyFile, filepath.Join(c.DataDir, "secret.key"))
+	key, err := readSecretKey(path)
+	if !errors.Is(err, os.ErrNotExist) {
+		return key, err
 	}
-	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("data directory: %w", err)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("secret key: %w", err)
 	}
+	// Written aside, then linked into place: a process starting beside
+	// this one reads the whole key or none, and the first link wins.
 	var raw [32]byte
 	_, _ = rand.Read(raw[:])
-	key := []byte(hex.EncodeToString(raw[:]))
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, os.ErrExist) {
-		return c.secretKey() // another process made it first
-	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".secret.key-*")
 	if err != nil {
 		return nil, fmt.Errorf("write the secret key: %w", err)
 	}
-	defer f.Close()
-	if _, err := f.Write(append(key, '\n')); err != nil {
+	defer os.Remove(tmp.Name())
+	_, err = tmp.WriteString(hex.EncodeToString(raw[:]) + "\n")
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Link(tmp.Name(), path)
+	}
+	if err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("write the secret key: %w", err)
 	}
+	return readSecretKey(path)
+}
+
+// readSecretKey reads the key file at path.
+func readSecretKey(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the secret key: %w", err)
+	}
+	key := bytes.TrimSpace(b)
+	if placeholder(string(key)) {
+		return nil, fmt.Errorf("the secret key in %s is still the example's placeholder: put a random one there (openssl rand -hex 32)", path)
+	}
 	return key, nil
+}
+
+// placeholder reports whether a secret is the deploy files' CHANGE-ME
+// placeholder.
+func placeholder(secret string) bool {
+	return strings.HasPrefix(strings.ToUpper(secret), "CHANGE-ME")
 }
