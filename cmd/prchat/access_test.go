@@ -174,7 +174,7 @@ func TestTokenCommandAndClients(t *testing.T) {
 	if code, _, _ := tokenCLI(t, e.cfg, "create", "--name", "x"); code != 2 {
 		t.Errorf("create without --scope: exit %d, want 2", code)
 	}
-	if code, _, errOut := tokenCLI(t, e.cfg, "create", "--name", "x", "--scope", "root"); code != 1 || !strings.Contains(errOut, "read, ask or admin") {
+	if code, _, errOut := tokenCLI(t, e.cfg, "create", "--name", "x", "--scope", "root"); code != 2 || !strings.Contains(errOut, "read, ask or admin") {
 		t.Errorf("create with scope root: exit %d, %s", code, errOut)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prchat/prchat/chat"
 	"github.com/prchat/prchat/cmd/prchat/client"
+	"github.com/prchat/prchat/cmd/prchat/internal/cliflag"
 )
 
 // askOptions are the flags of `prchat ask`.
@@ -34,7 +35,14 @@ const askUsage = `Usage: prchat ask [flags] "question"
 Asks a question about a pull request's review (a new conversation on its
 latest review version unless --version is given), or the next question of a
 conversation (--conversation). Streams the agent's steps, then prints the
-answer and its citations. Exits 0 when the turn succeeded, 1 when it failed.
+answer and its citations. Exits 0 when the turn succeeded, 1 when it failed
+or was cancelled, 2 on a mistake in the command line.
+
+Environment:
+  PRCHAT_SERVER  the server's URL, as --server
+  PRCHAT_TOKEN   the API token sent as a bearer token; a server that has
+                 tokens needs one of scope ask (prchat token create)
+  NO_COLOR       set: no colours or styles in the answer
 
 Flags:
 `
@@ -52,7 +60,7 @@ func runAsk(ctx context.Context, args []string, getenv func(string) string, stdo
 	fs.StringVar(&o.model, "model", "", "model for this turn only")
 	fs.BoolVar(&o.json, "json", false, "print the final turn as JSON")
 	fs.BoolVar(&o.noStream, "no-stream", false, "long-poll instead of streaming")
-	fs.Usage = func() { fmt.Fprint(fs.Output(), askUsage); fs.PrintDefaults() }
+	fs.Usage = func() { fmt.Fprint(fs.Output(), askUsage); cliflag.Print(fs.Output(), fs) }
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
@@ -64,8 +72,14 @@ func runAsk(ctx context.Context, args []string, getenv func(string) string, stdo
 	case o.conversation == "" && (o.repo == "" || o.pr < 1):
 		return usageError{"give --repo and --pr for a new conversation, or --conversation"}
 	}
-	o.tty = client.IsTerminal(stdout)
-	c := client.New(o.server, o.token)
+	server, err := client.ServerURL(o.server)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	// The spinner goes to stderr, the answer to stdout: each styled only
+	// where it goes to a terminal.
+	o.tty = client.Styled(stdout, getenv)
+	c := client.New(server, o.token)
 
 	body := map[string]any{"question": question}
 	if o.provider != "" {
@@ -98,8 +112,7 @@ func runAsk(ctx context.Context, args []string, getenv func(string) string, stdo
 	}
 
 	var t chat.Turn
-	var err error
-	sp := client.NewProgress(stderr, o.tty)
+	sp := client.NewProgress(stderr, client.IsTerminal(stderr))
 	if o.noStream || o.json {
 		t, err = c.Poll(ctx, conv, turn)
 	} else {

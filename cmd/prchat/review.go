@@ -15,6 +15,7 @@ import (
 
 	"github.com/prchat/prchat/chat"
 	"github.com/prchat/prchat/cmd/prchat/client"
+	"github.com/prchat/prchat/cmd/prchat/internal/cliflag"
 )
 
 const reviewUsage = `Usage: prchat review record [flags]
@@ -42,7 +43,7 @@ func runReview(ctx context.Context, args []string, getenv func(string) string, s
 	runDir := fs.String("run-dir", "", "directory the review's session ran in")
 	markdown := fs.String("markdown-file", "", "the review as a markdown file (required)")
 	sections := fs.String("sections-file", "", "optional JSON array of review sections with anchors")
-	fs.Usage = func() { fmt.Fprint(fs.Output(), reviewUsage); fs.PrintDefaults() }
+	fs.Usage = func() { fmt.Fprint(fs.Output(), reviewUsage); cliflag.Print(fs.Output(), fs) }
 	switch {
 	case len(args) > 0 && slices.Contains([]string{"help", "-h", "-help", "--help"}, args[0]):
 		return parseFlags(fs, []string{"--help"}, stdout)
@@ -57,6 +58,10 @@ func runReview(ctx context.Context, args []string, getenv func(string) string, s
 		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
 	case *repo == "" || *pr < 1 || *markdown == "":
 		return usageError{"--repo, --pr and --markdown-file are required"}
+	}
+	serverURL, err := client.ServerURL(*server)
+	if err != nil {
+		return usageError{err.Error()}
 	}
 	md, err := os.ReadFile(*markdown)
 	if err != nil {
@@ -94,7 +99,7 @@ func runReview(ctx context.Context, args []string, getenv func(string) string, s
 		}
 		body["sections"] = s
 	}
-	c := client.New(*server, getenv("PRCHAT_TOKEN"))
+	c := client.New(serverURL, getenv("PRCHAT_TOKEN"))
 	var r chat.Review
 	if err := c.Do(ctx, "POST", fmt.Sprintf("/api/v1/repos/%s/pulls/%d/reviews", *repo, *pr), body, &r); err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -19,16 +20,35 @@ import (
 	"time"
 
 	"github.com/prchat/prchat/chat"
+	"golang.org/x/term"
 )
 
-// IsTerminal reports whether w is a terminal.
+// ServerURL checks the URL of a prchat server (--server, PRCHAT_SERVER): an
+// http:// or https:// URL with a host. A bare host:port is refused with
+// the URL it likely meant, rather than guessed at: the token would go in
+// the clear to a host that may want https.
+func ServerURL(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" {
+		return strings.TrimRight(raw, "/"), nil
+	}
+	if !strings.Contains(raw, "://") {
+		return "", fmt.Errorf("the server %q (--server, PRCHAT_SERVER) needs its scheme: http://%s, or https:// behind TLS", raw, raw)
+	}
+	return "", fmt.Errorf("the server %q (--server, PRCHAT_SERVER) is not an http:// or https:// URL with a host", raw)
+}
+
+// Styled reports whether output to w may carry terminal styles: w is a
+// terminal and NO_COLOR (https://no-color.org) is unset or empty.
+func Styled(w io.Writer, getenv func(string) string) bool {
+	return IsTerminal(w) && getenv("NO_COLOR") == ""
+}
+
+// IsTerminal reports whether w is a terminal (not merely a character
+// device: /dev/null is one too).
 func IsTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // Client speaks to a prchat server.
@@ -73,7 +93,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("reach prchat at %s: %w", c.base, err)
+		return c.unreachable(err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
@@ -84,15 +104,44 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 		var e struct {
 			Error struct{ Code, Message string }
 		}
+		msg := fmt.Sprintf("%s %s: HTTP %d", method, path, resp.StatusCode)
 		if json.Unmarshal(raw, &e) == nil && e.Error.Code != "" {
-			return fmt.Errorf("%s: %s", e.Error.Code, e.Error.Message)
+			msg = e.Error.Code + ": " + e.Error.Message
 		}
-		return fmt.Errorf("%s %s: HTTP %d", method, path, resp.StatusCode)
+		if resp.StatusCode == http.StatusUnauthorized {
+			if c.token == "" {
+				return errors.New(msg + " (this server needs an API token: set PRCHAT_TOKEN to one; prchat token create makes it)")
+			}
+			return errors.New(msg + " (the token in PRCHAT_TOKEN is unknown or revoked)")
+		}
+		return errors.New(msg)
 	}
 	if out == nil {
 		return nil
 	}
 	return json.Unmarshal(raw, out)
+}
+
+// unreachable explains an error of a request that got no answer: no server
+// listening, a name that does not resolve, a timeout.
+func (c *Client) unreachable(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	reason := err.Error()
+	var op *net.OpError
+	var dns *net.DNSError
+	switch {
+	case errors.As(err, &dns):
+		reason = "no such host " + dns.Name
+	case errors.As(err, &op) && op.Err != nil:
+		reason = op.Err.Error()
+		var sys *os.SyscallError
+		if errors.As(op.Err, &sys) {
+			reason = sys.Err.Error()
+		}
+	}
+	return fmt.Errorf("cannot reach prchat at %s (%s): is prchat serve running at %s?", c.base, reason, c.base)
 }
 
 // Poll long-polls turn n of conversation conv until it settles.
@@ -182,7 +231,7 @@ func (c *Client) follow(ctx context.Context, conv string, n int, last *string, r
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return false, err
+		return false, c.unreachable(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

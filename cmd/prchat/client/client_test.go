@@ -34,8 +34,8 @@ func TestDoReturnsTheContractsError(t *testing.T) {
 		t.Errorf("Do = %v, want busy: a turn is pending", err)
 	}
 	err = New(srv.URL, "").Do(t.Context(), "GET", "/api/v1/x", nil, nil)
-	if err == nil || err.Error() != "GET /api/v1/x: HTTP 401" {
-		t.Errorf("Do without a token = %v, want HTTP 401", err)
+	if err == nil || !strings.HasPrefix(err.Error(), "GET /api/v1/x: HTTP 401 (") || !strings.Contains(err.Error(), "set PRCHAT_TOKEN") {
+		t.Errorf("Do without a token = %v, want HTTP 401 and PRCHAT_TOKEN", err)
 	}
 }
 

@@ -4,8 +4,10 @@
 package tokens
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/cmd/prchat/internal/cliflag"
 )
 
 const tokenUsage = `Usage:
@@ -25,6 +28,8 @@ Works on the database directly (PRCHAT_DATABASE_URL, or the embedded SQLite
 in PRCHAT_DATA_DIR), so the first admin token can be made before the daemon
 runs or while it runs; a running daemon enforces it within a second.
 create prints the token once, on standard output; only its hash is stored.
+Clients send it as PRCHAT_TOKEN (prchat ask, prchat review) or as
+Authorization: Bearer <token>.
 `
 
 // repoFlags collects repeated --repo values.
@@ -48,15 +53,23 @@ type UsageError struct{ Msg string }
 
 func (e UsageError) Error() string { return e.Msg }
 
-// Run is `prchat token`: it makes, lists and revokes API tokens.
+// Run is `prchat token`: it makes, lists and revokes API tokens. Asked for
+// help it prints it to stdout and returns flag.ErrHelp; a mistake in the
+// command line is a UsageError of one line.
 func Run(ctx context.Context, args []string, def Defaults, open Opener, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, tokenUsage)
 		return UsageError{Msg: "a token subcommand is required: create, list or revoke"}
 	}
 	sub, rest := args[0], args[1:]
+	switch sub {
+	case "create", "list", "revoke":
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, tokenUsage)
+		return flag.ErrHelp
+	default:
+		return UsageError{Msg: fmt.Sprintf("unknown token subcommand %q: create, list or revoke", sub)}
+	}
 	fs := flag.NewFlagSet("prchat token "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	dataDir := fs.String("data-dir", def.DataDir, "data directory of the embedded database (PRCHAT_DATA_DIR)")
 	dbURL := fs.String("database-url", def.DatabaseURL, "Postgres URL; empty: the embedded SQLite (PRCHAT_DATABASE_URL)")
 	var name, scope string
@@ -64,26 +77,27 @@ func Run(ctx context.Context, args []string, def Defaults, open Opener, stdout, 
 	if sub == "create" {
 		fs.StringVar(&name, "name", "", "what the token is for (required)")
 		fs.StringVar(&scope, "scope", "", "read, ask or admin (required)")
-		fs.Var(&repos, "repo", "limit the token to this repository (owner/name); repeat for more")
+		fs.Var(&repos, "repo", "limit the token to this repository (`owner/name`); repeat for more")
 	}
-	fs.Usage = func() { fmt.Fprint(stderr, tokenUsage); fs.PrintDefaults() }
-	switch sub {
-	case "create", "list", "revoke":
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, tokenUsage)
-		return nil
-	default:
-		fmt.Fprint(stderr, tokenUsage)
-		return UsageError{Msg: fmt.Sprintf("unknown token subcommand %q", sub)}
+	var help bytes.Buffer
+	fs.SetOutput(&help)
+	fs.Usage = func() {
+		fmt.Fprintf(&help, "%s\nFlags of prchat token %s:\n", tokenUsage, sub)
+		cliflag.Print(&help, fs)
 	}
 	if err := fs.Parse(rest); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			_, _ = stdout.Write(help.Bytes())
+			return err
+		}
+		return UsageError{Msg: err.Error()}
 	}
 	var id string
 	switch {
 	case sub == "create" && (name == "" || scope == ""):
-		fs.Usage()
 		return UsageError{Msg: "--name and --scope are required"}
+	case sub == "create" && !chat.Scope(scope).Valid():
+		return UsageError{Msg: fmt.Sprintf("--scope must be read, ask or admin, not %q", scope)}
 	case sub == "revoke" && fs.NArg() != 1:
 		return UsageError{Msg: "give the id of the token to revoke (prchat token list shows them)"}
 	case sub == "revoke":
@@ -104,6 +118,10 @@ func Run(ctx context.Context, args []string, def Defaults, open Opener, stdout, 
 	switch sub {
 	case "create":
 		t, value, err := access.CreateToken(ctx, name, chat.Scope(scope), repos)
+		if chat.ErrorCode(err) == chat.CodeInvalid {
+			// A bad name or repository is a mistake in the command line.
+			return UsageError{Msg: chat.ErrorMessage(err)}
+		}
 		if err != nil {
 			return fmt.Errorf("%s", chat.ErrorMessage(err))
 		}
