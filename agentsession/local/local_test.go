@@ -2,7 +2,6 @@ package local_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -93,18 +92,11 @@ func TestFindsIdentifier(t *testing.T) {
 	if len(a.Citations) == 0 {
 		t.Fatalf("no citations:\n%s", a.AnswerMarkdown)
 	}
-	// The definition (line 9) ranks above the call in main.go.
-	if want := (chat.Citation{Path: "config/config.go", StartLine: 7, EndLine: 11}); a.Citations[0] != want {
-		t.Errorf("first citation = %+v, want %+v", a.Citations[0], want)
+	// The structure answers: the definition with its doc comment, lines 8-12.
+	if diff := cmp.Diff([]chat.Citation{{Path: "config/config.go", StartLine: 8, EndLine: 12}}, a.Citations); diff != "" {
+		t.Errorf("citations (-want +got):\n%s", diff)
 	}
-	var paths []string
-	for _, c := range a.Citations {
-		paths = append(paths, c.Path)
-	}
-	if diff := cmp.Diff([]string{"config/config.go", "main.go"}, paths); diff != "" {
-		t.Errorf("cited files (-want +got):\n%s", diff)
-	}
-	for _, want := range []string{"`parseConfig`", "`config/config.go` line 9 defines `parseConfig`", "`main.go` line 4 mentions `parseConfig`", "no model read the code"} {
+	for _, want := range []string{"`parseConfig` is declared in `config/config.go` line 9", "this backend reads the code's structure; no model read it"} {
 		if !strings.Contains(strings.ToLower(a.AnswerMarkdown), strings.ToLower(want)) {
 			t.Errorf("answer lacks %q:\n%s", want, a.AnswerMarkdown)
 		}
@@ -120,15 +112,11 @@ func TestFindsIdentifier(t *testing.T) {
 	if diff := cmp.Diff([]string{chat.EventToolStart, chat.EventToolResult, chat.EventTextDelta}, types); diff != "" {
 		t.Fatalf("event types (-want +got):\n%s", diff)
 	}
-	if events[0].ToolName != "search_code" || events[1].ToolID != events[0].ToolID {
+	if events[0].ToolName != "code_structure" || events[1].ToolID != events[0].ToolID {
 		t.Errorf("tool events = %+v, %+v", events[0], events[1])
 	}
-	var input struct{ Terms []string }
-	if err := json.Unmarshal(events[0].Input, &input); err != nil || !cmp.Equal(input.Terms, []string{"parseConfig"}) {
-		t.Errorf("tool input = %s (%v), want the terms [parseConfig]", events[0].Input, err)
-	}
-	if events[1].Summary != "3 matches in 2 files" {
-		t.Errorf("summary = %q, want 3 matches in 2 files", events[1].Summary)
+	if want := "definition question about parseConfig: 1 citation (indexed 2 source files, 0.0 MB)"; events[1].Summary != want {
+		t.Errorf("summary = %q, want %q", events[1].Summary, want)
 	}
 	if events[2].Text != a.AnswerMarkdown {
 		t.Errorf("text_delta differs from the answer")
@@ -196,7 +184,7 @@ func TestSkipRules(t *testing.T) {
 	if err := os.Symlink(filepath.Join(dir, "real.go"), filepath.Join(dir, "link.go")); err != nil {
 		t.Fatal(err)
 	}
-	a, events, _ := ask(t, dir, "Where is needleIdent set?", nil)
+	a, events, _ := ask(t, dir, "Which files mention needleIdent?", nil)
 	var got []string
 	for _, c := range a.Citations {
 		got = append(got, c.Path)
@@ -205,8 +193,8 @@ func TestSkipRules(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("cited files (-want +got):\n%s\n%s", diff, a.AnswerMarkdown)
 	}
-	if events[1].Summary != "3 matches in 3 files" {
-		t.Errorf("summary = %q, want 3 matches in 3 files", events[1].Summary)
+	if events[3].Summary != "3 matches in 3 files" {
+		t.Errorf("summary = %q, want 3 matches in 3 files", events[3].Summary)
 	}
 }
 
@@ -241,11 +229,12 @@ func TestNoMatch(t *testing.T) {
 	if !strings.Contains(res.Text, `"citations":[]`) {
 		t.Errorf("citations are not an empty array: %s", res.Text)
 	}
-	if !strings.HasPrefix(a.AnswerMarkdown, "I found no code in the checkout that matches `quuxHandler` or `frobnicator`.") {
+	if !strings.HasPrefix(a.AnswerMarkdown, "I cannot answer this from the code's structure") ||
+		!strings.Contains(a.AnswerMarkdown, "I found no code in the checkout that matches `quuxHandler` or `frobnicator`.") {
 		t.Errorf("answer:\n%s", a.AnswerMarkdown)
 	}
-	if events[1].Summary != "0 matches in 0 files" {
-		t.Errorf("summary = %q", events[1].Summary)
+	if len(events) != 5 || events[2].ToolName != "search_code" || events[3].Summary != "0 matches in 0 files" {
+		t.Errorf("events = %+v", events)
 	}
 
 	a, _, _ = ask(t, dir, "Why?", nil)

@@ -22,8 +22,7 @@ func (res *searchResult) summary() string {
 }
 
 // disclaimer says where the answer comes from.
-const disclaimer = "This answer comes from prchat's offline `local` backend: a plain text search of the checkout. " +
-	"No model read the code, so check the cited lines yourself."
+const disclaimer = "This answer comes from a plain text search of the checkout. " + structureNote
 
 // render writes the answer's markdown: the terms searched for, the cited
 // lines and what each matched, and the other files with matches.

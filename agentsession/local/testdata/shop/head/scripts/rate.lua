@@ -1,0 +1,20 @@
+-- Rate limiting for the shop's scripts.
+local M = {}
+
+local function bucket(key)
+  return "rate:" .. key
+end
+
+function M.allow(key, limit)
+  if limit <= 0 then
+    return false
+  end
+  local count = M.count(bucket(key))
+  return count < limit
+end
+
+function M.count(name)
+  return 0
+end
+
+return M
