@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/prchat/prchat/chat/mask"
+	"github.com/prchat/prchat/chat/mask/internal/fakesecret"
 )
 
 // corpusCase is one case of testdata/cases.txt.
@@ -95,7 +96,8 @@ func corpusTexts(t testing.TB) []string {
 	return out
 }
 
-// TestCorpus checks every case of testdata/cases.txt for its exact output.
+// TestCorpus checks every case of testdata/cases.txt for its exact output,
+// and that every rule has a case there or in the beyond corpus.
 func TestCorpus(t *testing.T) {
 	t.Parallel()
 	m := mask.New()
@@ -109,6 +111,9 @@ func TestCorpus(t *testing.T) {
 		if got := m.String(c.in); got != c.want {
 			t.Errorf("cases.txt:%d %s: %s\n in   %q\n got  %q\n want %q", c.line, c.rule, c.title, c.in, got, c.want)
 		}
+	}
+	for _, rec := range fakesecret.Beyond(1) {
+		seen[rec.Rule] = true
 	}
 	for _, r := range m.Rules() {
 		if !seen[r] {

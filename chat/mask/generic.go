@@ -9,6 +9,7 @@ const (
 	kindNone     keyKind = iota
 	kindPassword         // password, passwd, pwd, pass, passphrase
 	kindSecret           // secret, token, api key, access key, private key, ...
+	kindKey              // a label that only says key (Key=, sl_key:, confluent_key)
 )
 
 const maxValue = 4096
@@ -57,6 +58,69 @@ var secretSuffixes = []string{
 	"secret", "secretkey", "secretkeybase", "token", "apikey", "accesskey", "privatekey",
 	"appkey", "authkey", "masterkey", "encryptionkey", "signingkey", "credential",
 	"credentials", "creds", "sessionkey", "accountkey", "licensekey", "auth", "secretstring",
+	"secretbytes",
+}
+
+// notKeyLabels are names ending in "key" whose values are names, paths or
+// ids, not credentials (a cache key, a primary key, a map key).
+var notKeyLabels = []string{
+	"public", "primary", "foreign", "sort", "partition", "cache", "idempotency", "hash", "row",
+	"map", "dict", "lookup", "index", "object", "bucket", "file", "i18n", "translation", "message",
+	"msg", "redis", "config", "setting", "registry", "group", "hot", "short", "shortcut", "keyboard",
+	"enum", "unique", "composite", "natural", "surrogate", "list", "item", "data", "field", "column",
+	"table", "parent", "child", "next", "prev", "last", "first", "cursor", "page", "entry", "node",
+	"element", "attr", "attribute", "property", "prop", "query", "param", "state", "event", "route",
+	"path", "url", "name", "type", "kind", "label", "tag", "metric", "dedupe", "dedup", "lock",
+	"sequence", "ssh", "gpg", "pgp", "s3", "sub", "react", "vue", "sharding", "shard", "routing",
+	"dimension", "cluster", "form", "i18", "locale", "lang", "meta", "sender", "schema", "version",
+}
+
+// notKeyWordBefore reports a label written in words whose word before
+// "key" makes it one of notKeyLabels ("public key: age1…", "cache key -").
+func notKeyWordBefore(s string, a int) bool {
+	if a < 2 || s[a-1] != ' ' {
+		return false
+	}
+	w := a - 1
+	for w > 0 && a-1-w < 24 && isLetter(s[w-1]) {
+		w--
+	}
+	word := strings.ToLower(s[w : a-1])
+	for _, x := range notKeyLabels {
+		if word == x {
+			return true
+		}
+	}
+	return false
+}
+
+// keyLabel reports a key name that ends in the word "key" (Key, sl_key,
+// confluentKey, AIRBRAKE-KEY, not monkey) and is not one of notKeyLabels.
+func keyLabel(key string, k *normKey) bool {
+	if !k.hasSuffix("key") || len(key) < 3 {
+		return false
+	}
+	i := len(key) - 3
+	for i > 0 && !equalFold(key[i:i+3], "key") {
+		i--
+	}
+	if i < 0 || !equalFold(key[i:i+3], "key") {
+		return false
+	}
+	if i > 0 {
+		c := key[i-1]
+		if isLetter(c) && !(isLower(c) && key[i] == 'K') {
+			return false // monkey, MONKEY
+		}
+	}
+	rest := k.str()
+	rest = rest[:len(rest)-3]
+	for _, w := range notKeyLabels {
+		if strings.HasSuffix(rest, w) {
+			return false
+		}
+	}
+	return true
 }
 
 func (k *normKey) kind() keyKind {
@@ -102,6 +166,11 @@ func matchAssign(v *view, ks, ke int, _ string, _ *spec) result {
 		return noMatch // user name of a URL: https://x-access-token:...@host
 	}
 	b := v.run(ke, setIdent, 128)
+	if a > 0 {
+		if r := matchBefore(v, a, b, ks); r.start >= 0 {
+			return r
+		}
+	}
 	// The assignment operator is checked before the key name: most keyword
 	// hits are words in prose or code and fail here cheaply.
 	i := b
@@ -117,9 +186,11 @@ func matchAssign(v *view, ks, ke int, _ string, _ *spec) result {
 	if v.at(i) == ']' {
 		i++ // config['SECRET_KEY'] = ...
 	}
+	blankBefore := v.at(i) == ' ' || v.at(i) == '\t'
 	i = v.skipBlank(i)
 	form := formAssign
 	colonGlued := false
+	listItem := false // a YAML list may follow (key:\n  - value)
 	switch c := v.at(i); c {
 	case '=':
 		switch v.at(i + 1) {
@@ -142,8 +213,23 @@ func matchAssign(v *view, ks, ke int, _ string, _ *spec) result {
 		case n == 1:
 			i++
 			i = skipType(v, i)
+			listItem = true
 		default:
 			return noMatch // a::b, std::string
+		}
+	case '-':
+		// key - value, key -> value, key --> value (logs, prose, tables)
+		n := 1
+		if v.at(i+1) == '-' {
+			n = 2
+		}
+		switch {
+		case v.at(i+n) == '>':
+			i += n + 1
+		case n == 1 && blankBefore && (v.at(i+1) == ' ' || v.at(i+1) == '\t'):
+			i++
+		default:
+			return noMatch
 		}
 	case '?', '+', '.', '|':
 		switch {
@@ -182,6 +268,9 @@ func matchAssign(v *view, ks, ke int, _ string, _ *spec) result {
 	var nk normKey
 	nk.set(s[a:b])
 	kind := nk.kind()
+	if kind == kindNone && keyLabel(s[a:b], &nk) && !notKeyWordBefore(s, a) {
+		kind = kindKey
+	}
 	if kind == kindNone && serviceOf(s[a:b], &nk) == nil {
 		return noMatch
 	}
@@ -189,6 +278,19 @@ func matchAssign(v *view, ks, ke int, _ string, _ *spec) result {
 		return xmlValue(v, i, s[a:b], &nk, kind)
 	}
 	i = v.skipBlank(i)
+	if listItem {
+		// token:\n  - value, token: - value
+		k := i
+		if v.at(k) == '\r' {
+			k++
+		}
+		if v.at(k) == '\n' {
+			k = v.skipBlank(k + 1)
+		}
+		if v.at(k) == '-' && v.at(k+1) == ' ' {
+			i = v.skipBlank(k + 2)
+		}
+	}
 	var q byte
 	esc := false
 	switch c := v.at(i); {
@@ -270,7 +372,13 @@ func assignResult(key string, nk *normKey, kind keyKind, val string, quoted bool
 			return noMatch // a bot id and something that is not a bot token
 		}
 	}
+	if publishedGoogleKeys[val] {
+		return noMatch
+	}
 	if kind == kindNone || !secretValue(val, quoted, kind) {
+		return noMatch
+	}
+	if kind == kindKey && !keyValue(val) {
 		return noMatch
 	}
 	id := idGeneric
@@ -696,4 +804,165 @@ func looksLikeIdentifier(v string) bool {
 		return true // CONSTANT_NAME
 	}
 	return letters >= 3*words
+}
+
+// setKeyValue are the bytes of a value after a label that only says key.
+var setKeyValue = newSet("A-Za-z0-9_+/=.-")
+
+// keyValue decides on the value of a label that only says "key", which
+// also names cache entries, map keys and paths: it must be one random-
+// looking token of 16 bytes or more with digits and letters, not a dotted
+// name or a path.
+func keyValue(val string) bool {
+	n := len(val)
+	if n < 16 || n > 512 || !allIn(val, setKeyValue) || !hasDigitAndLetter(val) {
+		return false
+	}
+	if strings.Count(val, ".") >= 2 || strings.Contains(val, "/") && !strings.ContainsAny(val, "+=") && n < 40 {
+		return false
+	}
+	if looksLikeCode(val) || looksLikeIdentifier(val) {
+		return false
+	}
+	st := statsOf(val)
+	return st.entropy >= 3.2 && st.distinct >= 10
+}
+
+// maxBefore is the longest value matchBefore reads before its label.
+const maxBefore = 256
+
+// setBeforeValue are the bytes of a quoted value written before its label.
+var setBeforeValue = notSet(" \t\r\n\v\f\"'`\\")
+
+// beforeValue finds a quoted value that ends (with its closing quote) at
+// e, as in "VALUE" == password or {"VALUE": "api_key"}: it returns the
+// value's bounds, or vs < 0.
+func beforeValue(s string, e int) (vs, ve int) {
+	if e <= 0 {
+		return -1, 0
+	}
+	q := s[e-1]
+	if q != '"' && q != '\'' {
+		return -1, 0
+	}
+	ve = e - 1
+	vs = ve
+	for vs > 0 && ve-vs < maxBefore && setBeforeValue[s[vs-1]] {
+		vs--
+	}
+	if vs == 0 || s[vs-1] != q || vs == ve {
+		return -1, 0
+	}
+	return vs, ve
+}
+
+// skipBlankBack skips at most 16 spaces and tabs before i.
+func skipBlankBack(s string, i int) int {
+	for k := 0; k < 16 && i > 0 && (s[i-1] == ' ' || s[i-1] == '\t'); k++ {
+		i--
+	}
+	return i
+}
+
+// matchBefore is the generic rule for a value written before its label: a
+// comparison ("VALUE" == password, 'VALUE' === apiToken) or a map from the
+// value to its label ({"VALUE": "api_key"}, 'VALUE' => 'password'). The
+// key s[a:b] must name a secret and the value pass the checks of an
+// assignment's value.
+func matchBefore(v *view, a, b, ks int) result {
+	s := v.s
+	p := a
+	var lq byte
+	if c := s[p-1]; c == '"' || c == '\'' {
+		lq = c
+		p--
+	} else if c == '$' {
+		p-- // PHP: 'VALUE' == $password
+	}
+	p = skipBlankBack(s, p)
+	op := ""
+	switch {
+	case p >= 3 && s[p-3:p] == "===":
+		op, p = "==", p-3
+	case p >= 2 && s[p-2:p] == "==":
+		op, p = "==", p-2
+	case p >= 2 && s[p-2:p] == "=>":
+		op, p = ":", p-2
+	case p >= 1 && s[p-1] == ':':
+		op, p = ":", p-1
+	default:
+		return noMatch
+	}
+	if op == ":" && lq == 0 {
+		return noMatch
+	}
+	vs, ve := beforeValue(s, skipBlankBack(s, p))
+	if vs < 0 {
+		return noMatch
+	}
+	v.back = ks - vs
+	if lq != 0 {
+		if v.at(b) != int(lq) {
+			return noMatch
+		}
+		if op == ":" {
+			// the label is the map's value: a ',', '}' or the line's end follows
+			k := v.skipBlank(b + 1)
+			if c := v.at(k); c >= 0 && c != ',' && c != '}' && c != '\n' && c != '\r' && c != ')' {
+				return noMatch
+			}
+		}
+	} else if setIdent[byteAt(v, b)] {
+		return noMatch
+	}
+	var nk normKey
+	nk.set(s[a:b])
+	kind := nk.kind()
+	if kind == kindNone && keyLabel(s[a:b], &nk) && !notKeyWordBefore(s, a) {
+		kind = kindKey
+	}
+	if kind == kindNone {
+		return noMatch
+	}
+	val := s[vs:ve]
+	if !secretValue(val, true, kind) || kind == kindKey && !keyValue(val) {
+		return noMatch
+	}
+	if !hasDigitAndLetter(val) || looksLikeIdentifier(val) || camelWords(val) {
+		return noMatch // {"Content-Type": "api_key"}: a name, not a secret
+	}
+	return result{start: vs, end: ve, id: idGeneric}
+}
+
+// beforeHold is where a Stream must hold text back so that a value written
+// before its label can still be masked when the label arrives: the start of
+// a quoted token-like value at the end of s, possibly followed by blanks,
+// an operator, a quote and the first bytes of a label. It returns len(s)
+// when there is none.
+func beforeHold(s string) int {
+	hold := len(s)
+	// inside an open quoted value
+	i := len(s)
+	for i > 0 && len(s)-i < maxBefore && setBeforeValue[s[i-1]] {
+		i--
+	}
+	if i > 0 && i < len(s) && (s[i-1] == '"' || s[i-1] == '\'') {
+		hold = i - 1
+	}
+	// a closed value, then blanks, an operator and part of a label
+	p := len(s)
+	for k := 0; k < 128 && p > 0 && setIdent[s[p-1]]; k++ {
+		p--
+	}
+	if p > 0 && (s[p-1] == '"' || s[p-1] == '\'' || s[p-1] == '$') {
+		p--
+	}
+	p = skipBlankBack(s, p)
+	for k := 0; k < 3 && p > 0 && (s[p-1] == '=' || s[p-1] == ':' || s[p-1] == '>'); k++ {
+		p--
+	}
+	if vs, _ := beforeValue(s, skipBlankBack(s, p)); vs >= 0 && vs-1 < hold {
+		hold = vs - 1
+	}
+	return hold
 }

@@ -93,14 +93,14 @@ func ownVariants(sec string) []string {
 // Own secrets given to New are reported as "own-secret", which is not listed.
 func (m *Masker) Rules() []string {
 	var ids []string
-	for id := ruleID(0); id < numRuleIDs; id++ {
+	for id := ruleID(0); id < numRuleIDs+ruleID(len(tableNames)); id++ {
 		if id == idProtect || id == idOwnSecret {
 			continue
 		}
-		ids = append(ids, ruleNames[id])
+		ids = append(ids, ruleName(id))
 	}
 	slices.Sort(ids)
-	return ids
+	return slices.Compact(ids)
 }
 
 // String returns s with every secret replaced by [masked:<rule>]. Safe for
@@ -159,18 +159,9 @@ func (m *Masker) scan(s string, stream bool, skip int, cands []cand) (_ []cand, 
 				continue
 			}
 			v := view{s: s, reach: ke}
-			r := match(&v, ks, ke, kw.lit, sp)
-			if r.start >= 0 {
-				// resolve looks at the first byte after the span that is not
-				// a dot (a sentence may end right after a secret)
-				after := r.end
-				for v.at(after) == '.' {
-					after++
-				}
-				cands = append(cands, cand{start: r.start, end: r.end, after: after, ks: ks, ke: ke, id: r.id, prio: sp.prio, protect: r.protect})
-			}
+			cands = evalAt(&v, ks, ke, kw.lit, sp, cands)
 			if stream && v.reach > len(s) {
-				if lo := ks - sp.lookback; lo < limit {
+				if lo := ks - max(sp.lookback, v.back); lo < limit {
 					limit = max(lo, 0)
 				}
 			}
@@ -180,6 +171,33 @@ func (m *Masker) scan(s string, stream bool, skip int, cands []cand) (_ []cand, 
 		depth = int(a.depth[st/a.ncls])
 	}
 	return cands, limit, depth
+}
+
+// evalAt runs the rule sp at the keyword occurrence s[ks:ke] and appends
+// the candidates it finds.
+func evalAt(v *view, ks, ke int, lit string, sp *spec, cands []cand) []cand {
+	if sp.kind == kNear {
+		var rs [4]result
+		n := matchNear(v, ks, ke, sp, &rs)
+		for _, r := range rs[:n] {
+			cands = appendCand(v, cands, r, ks, ke, sp)
+		}
+		return cands
+	}
+	if r := match(v, ks, ke, lit, sp); r.start >= 0 {
+		cands = appendCand(v, cands, r, ks, ke, sp)
+	}
+	return cands
+}
+
+func appendCand(v *view, cands []cand, r result, ks, ke int, sp *spec) []cand {
+	// resolve looks at the first byte after the span that is not a dot (a
+	// sentence may end right after a secret)
+	after := r.end
+	for v.at(after) == '.' {
+		after++
+	}
+	return append(cands, cand{start: r.start, end: r.end, after: after, ks: ks, ke: ke, id: r.id, prio: sp.prio, protect: r.protect})
 }
 
 // hit is one keyword occurrence s[ks:ke] of keyword ki.
@@ -219,16 +237,9 @@ func (m *Masker) evalHits(s string, hits []hit, skip int, cands []cand) (_ []can
 		kw := &m.ac.kws[h.ki]
 		sp := m.specs[kw.rule]
 		v := view{s: s, reach: h.ke}
-		r := match(&v, h.ks, h.ke, kw.lit, sp)
-		if r.start >= 0 {
-			after := r.end
-			for v.at(after) == '.' {
-				after++
-			}
-			cands = append(cands, cand{start: r.start, end: r.end, after: after, ks: h.ks, ke: h.ke, id: r.id, prio: sp.prio, protect: r.protect})
-		}
+		cands = evalAt(&v, h.ks, h.ke, kw.lit, sp, cands)
 		if v.reach > len(s) {
-			if lo := h.ks - sp.lookback; lo < limit {
+			if lo := h.ks - max(sp.lookback, v.back); lo < limit {
 				limit = max(lo, 0)
 			}
 		}
@@ -333,7 +344,7 @@ func render(b *strings.Builder, s string, from, to int, chosen []cand) {
 		}
 		b.WriteString(s[pos:c.start])
 		b.WriteString(maskPrefix)
-		b.WriteString(ruleNames[c.id])
+		b.WriteString(ruleName(c.id))
 		b.WriteByte(']')
 		pos = c.end
 	}

@@ -3,7 +3,7 @@ package mask
 import "strings"
 
 // ruleID identifies the rule reported in "[masked:<rule>]".
-type ruleID uint8
+type ruleID uint16
 
 const (
 	idProtect ruleID = iota // an existing mask token (internal)
@@ -108,6 +108,40 @@ const (
 	idMailchimp
 	numRuleIDs
 )
+
+// ruleName is the stable id printed in the mask token of id.
+func ruleName(id ruleID) string {
+	if id < numRuleIDs {
+		return ruleNames[id]
+	}
+	return tableNames[id-numRuleIDs]
+}
+
+// tableNames are the names of the rule ids allocated for saasDefs and
+// nearDefs (ids from numRuleIDs on); tableIDs maps every rule name to its id.
+var (
+	tableNames []string
+	tableIDs   = staticIDs()
+)
+
+func staticIDs() map[string]ruleID {
+	m := map[string]ruleID{}
+	for id := ruleID(0); id < numRuleIDs; id++ {
+		m[ruleNames[id]] = id
+	}
+	return m
+}
+
+// ruleOf returns the id of a rule name, allocating one for a new name.
+func ruleOf(name string) ruleID {
+	if id, ok := tableIDs[name]; ok {
+		return id
+	}
+	id := numRuleIDs + ruleID(len(tableNames))
+	tableNames = append(tableNames, name)
+	tableIDs[name] = id
+	return id
+}
 
 // ruleNames are the stable ids printed in mask tokens.
 var ruleNames = [numRuleIDs]string{
@@ -248,6 +282,7 @@ const (
 	kJWTBase64
 	kCurl
 	kTeams
+	kNear
 )
 
 // match runs the matcher of sp at the keyword occurrence s[ks:ke].
@@ -296,6 +331,7 @@ func match(v *view, ks, ke int, lit string, sp *spec) result {
 	case kTeams:
 		return matchTeamsWebhook(v, ks, ke, lit, sp)
 	}
+	// kNear yields several results; scan calls matchNear itself.
 	return noMatch
 }
 
@@ -318,17 +354,21 @@ type spec struct {
 	// token rules
 	body     *byteSet
 	min, max int
-	opts     uint8
+	opts     uint16
 	check    func(body string) bool
+	near     int // index into nearDefs (kNear)
 }
 
 const (
-	optLeft        uint8 = 1 << iota // no word byte right before the token
+	optLeft        uint16 = 1 << iota // no word byte right before the token
 	optRight                         // no word byte right after the token
 	optDigitLetter                   // body has a digit and a letter
 	optTrimDot                       // a trailing '.' ends a sentence, not the token
 	optAnyVariety                    // the prefix alone identifies the token: no variety check
 	optEndDelim                      // the token ends at a blank, quote, ';', ',' or bracket, not '.' (video_box.ico-<hash>.png)
+	optBrace                         // the token is {prefix body}: the closing brace is part of it
+	optFoldPrefix                    // the prefix may be written in any case (SHPAT_)
+	optNoFiller                      // no run of x's or counting run (abcdefgh, 12345678) in the body
 )
 
 // tokenDef declares a prefixed token format.
@@ -337,7 +377,7 @@ type tokenDef struct {
 	id       ruleID
 	body     *byteSet
 	min, max int
-	opts     uint8
+	opts     uint16
 	check    func(string) bool
 }
 
@@ -367,11 +407,12 @@ var tokenDefs = []tokenDef{
 	{[]string{"pypi-AgEIcHlwaS5vcmc"}, idPyPI, setB64URL, 50, 1024, lr, nil},
 	{[]string{"dckr_pat_", "dckr_oat_"}, idDockerHub, setB64URL, 20, 255, lr, nil},
 	{[]string{"HRKU-"}, idHeroku, setB64URL, 40, 120, lr, nil},
-	{[]string{"shpat_", "shpca_", "shppa_", "shpss_"}, idShopify, setHex, 32, 32, lr, nil},
+	{[]string{"shpat_", "shpca_", "shppa_", "shpss_"}, idShopify, setAlnum, 32, 40, lr | optDigitLetter | optFoldPrefix, nil},
 	{[]string{"key-"}, idMailgun, setLowerNum, 32, 32, lr | optDigitLetter, nil},
 	{[]string{"dop_v1_", "doo_v1_", "dor_v1_"}, idDigitalOcean, setHexLower, 64, 64, lr, nil},
 	{[]string{"hf_", "api_org_"}, idHuggingFace, setAlnum, 30, 40, lr, hasUpperAndLower},
-	{[]string{"lin_api_"}, idLinear, setAlnum, 40, 40, lr, nil},
+	{[]string{"lin_api_"}, idLinear, setAlnum, 32, 64, lr | optNoFiller, nil},
+	{[]string{"lin_oauth_"}, idLinear, setHexLower, 64, 64, lr, nil},
 	{[]string{"NRAK-"}, idNewRelic, setUpperNum, 27, 27, lr, nil},
 	{[]string{"PMAK-"}, idPostman, newSet("a-f0-9-"), 59, 59, lr, func(b string) bool { return b[24] == '-' }},
 	{[]string{"sntrys_"}, idSentry, newSet("A-Za-z0-9+/=_"), 50, 2048, lr, sentryOrgToken},
@@ -483,6 +524,16 @@ func builtinRules() ([]*spec, []keyword) {
 		d := &tokenDefs[i]
 		add(&spec{kind: kToken, id: d.id, prio: prioToken, body: d.body, min: d.min, max: d.max, opts: d.opts, check: d.check}, d.prefixes...)
 	}
+	for i, d := range saasDefs {
+		opts := lr | optNoFiller
+		if strings.HasPrefix(d.prefixes[0], "{") {
+			opts |= optBrace
+		}
+		add(&spec{kind: kToken, id: saasIDs[i], prio: prioToken, body: d.body, min: d.min, max: d.max, opts: opts, check: d.check}, d.prefixes...)
+	}
+	for i, d := range nearDefs {
+		add(&spec{kind: kNear, id: nearIDs[i], prio: prioContext, near: i}, d.names...)
+	}
 	add(&spec{kind: kProtect, id: idProtect, prio: 0}, maskPrefix)
 	add(&spec{kind: kSK, id: idOpenAI, prio: prioToken}, "sk-")
 	add(&spec{kind: kSlack, id: idSlackToken, prio: prioToken}, "xox")
@@ -526,7 +577,7 @@ func lowVariety(b string) bool {
 
 func matchToken(v *view, ks, ke int, lit string, sp *spec) result {
 	s := v.s
-	if s[ks:ke] != lit || sp.opts&optLeft != 0 && wordBefore(s, ks) {
+	if s[ks:ke] != lit && (sp.opts&optFoldPrefix == 0 || !equalFold(s[ks:ke], lit)) || sp.opts&optLeft != 0 && wordBefore(s, ks) {
 		return noMatch
 	}
 	j := v.run(ke, sp.body, sp.max+1)
@@ -539,7 +590,17 @@ func matchToken(v *view, ks, ke int, lit string, sp *spec) result {
 	if n < sp.min || n > sp.max {
 		return noMatch
 	}
-	if sp.opts&optRight != 0 && wordAt(v, j) {
+	end := j
+	switch {
+	case sp.opts&optBrace != 0:
+		if v.at(j) != '}' {
+			return noMatch
+		}
+		end = j + 1
+	case sp.opts&optEndDelim == 0:
+		end = continuation(v, j)
+	}
+	if sp.opts&optRight != 0 && wordAt(v, end) {
 		return noMatch
 	}
 	if sp.opts&optEndDelim != 0 {
@@ -557,10 +618,27 @@ func matchToken(v *view, ks, ke int, lit string, sp *spec) result {
 	if sp.id == idGoogleAPIKey && publishedGoogleKeys[lit+body] {
 		return noMatch
 	}
+	if sp.opts&optNoFiller != 0 && fillerInside(body) {
+		return noMatch
+	}
 	if sp.check != nil && !sp.check(body) {
 		return noMatch
 	}
-	return result{start: ks, end: j, id: sp.id}
+	return result{start: ks, end: end, id: sp.id}
+}
+
+// continuation extends a token that ends at j over a '-' and the letters,
+// digits, '-' and '_' after it: an off-spec key (sk_live_…-W1Yr…) is masked
+// whole, never up to its first dash.
+func continuation(v *view, j int) int {
+	for v.at(j) == '-' {
+		k := v.run(j+1, setB64URL, 512)
+		if k == j+1 {
+			break
+		}
+		j = k
+	}
+	return j
 }
 
 // matchProtect recognises an existing "[masked:<id>]" token.
@@ -662,15 +740,15 @@ func matchSlack(v *view, ks, ke int, _ string, _ *spec) result {
 
 var newSetSlack = newSet("A-Za-z0-9.-")
 
-// slackUserShape: three numbers of 10 to 13 digits, then 28 to 34 letters,
+// slackUserShape: three numbers of 8 to 13 digits, then 24 to 64 letters,
 // digits and dashes (xoxp-<team>-<user>-<id>-<secret>).
 func slackUserShape(b string) bool {
 	p := strings.SplitN(b, "-", 4)
-	if len(p) != 4 || len(p[3]) < 28 || len(p[3]) > 34 {
+	if len(p) != 4 || len(p[3]) < 24 || len(p[3]) > 64 {
 		return false
 	}
 	for _, x := range p[:3] {
-		if len(x) < 10 || len(x) > 13 || !allIn(x, setDigit) {
+		if len(x) < 8 || len(x) > 13 || !allIn(x, setDigit) {
 			return false
 		}
 	}
@@ -952,16 +1030,62 @@ func matchURL(v *view, ks, ke int, _ string, _ *spec) result {
 	if isPlaceholder(pw) || urlPlaceholder(pw) {
 		return noMatch
 	}
+	if localDefault(s[ke:u], pw, urlHost(v, at+1)) {
+		return noMatch
+	}
 	return result{start: p, end: at, id: idURLPassword}
 }
 
+// urlHost returns the host of a URL whose authority starts at i.
+func urlHost(v *view, i int) string {
+	j := v.run(i, setHostName, 256)
+	return v.s[i:j]
+}
+
+var setHostName = newSet("A-Za-z0-9.-")
+
+// localDefaults are the documented default passwords of servers run
+// locally or in a compose file (PostgreSQL's and MySQL's images, RabbitMQ,
+// MinIO, SQL Server's sample): on such a host they protect nothing.
+var localDefaults = map[string]bool{
+	"postgres": true, "root": true, "admin": true, "password": true, "guest": true, "mysql": true,
+	"redispw": true, "example": true, "secret": true, "test": true, "minioadmin": true, "changeme": true,
+	"yourstrong(!)password": true, "toor": true, "sa": true, "dev": true, "local": true,
+}
+
+// localDefault reports a well-known default credential of a local server:
+// the user's name as password, or a documented default, on localhost, a
+// loopback address or a one-label compose service name (db, postgres).
+func localDefault(user, pw, host string) bool {
+	local := host == "localhost" || strings.HasPrefix(host, "127.") || host == "0.0.0.0" ||
+		host == "host.docker.internal" || host != "" && !strings.Contains(host, ".") && !allIn(host, setDigit)
+	if !local {
+		return false
+	}
+	return pw == user || localDefaults[strings.ToLower(pw)]
+}
+
 func urlPlaceholder(pw string) bool {
-	switch strings.ToLower(pw) {
+	low := strings.ToLower(pw)
+	switch low {
 	case "pass", "pw", "pwd", "user", "username", "pass123":
 		return true
 	}
+	// REPLACE_WITH_PASSWORD, ENTER_PASSWORD, YOUR_PASSWORD_HERE, DB_PASS:
+	// words standing for the password
+	if allIn(pw, setLetterSep) {
+		for _, w := range placeholderParts {
+			if strings.Contains(low, w) {
+				return true
+			}
+		}
+	}
 	return false
 }
+
+// placeholderParts are words that make a letters-only password a
+// placeholder.
+var placeholderParts = []string{"password", "passwd", "replace", "your", "enter", "insert", "here", "changeme", "example", "placeholder", "dummy", "redacted", "secret"}
 
 // matchAuthorization masks the credential of an Authorization header or
 // field: "Authorization: Bearer X", "authorization=Basic X", "Authorization: X".

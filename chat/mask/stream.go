@@ -103,7 +103,7 @@ func frontier(s string, limit, depth int, chosen []cand) int {
 	// A keyword may be partly seen at the end; the span of a future keyword
 	// may also start a few bytes before it.
 	base := len(s) - depth
-	f := min(limit, base)
+	f := min(limit, base, beforeHold(s))
 	for _, lb := range spanLookbacks {
 		k := 0
 		for k < lb.n && base-k > 0 && lb.set[s[base-k-1]] {

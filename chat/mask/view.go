@@ -9,6 +9,10 @@ import "math"
 type view struct {
 	s     string
 	reach int
+	// back is how far before its keyword a matcher found that a span could
+	// start (a value written before its label), when that is further than
+	// its rule's lookback.
+	back int
 }
 
 // at returns s[i], or -1 past the end, and records the read.
@@ -123,6 +127,8 @@ func isSpace(c int) bool {
 }
 
 func isDigit(c byte) bool  { return '0' <= c && c <= '9' }
+func isLower(c byte) bool  { return 'a' <= c && c <= 'z' }
+func isUpper(c byte) bool  { return 'A' <= c && c <= 'Z' }
 func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
 
 // wordBefore reports whether the byte before position i is a word byte. The

@@ -132,7 +132,7 @@ func uuid(r *rand.Rand) string {
 
 // Formats lists a generator for every built-in rule (several for some).
 func Formats() []Format {
-	return []Format{
+	return append([]Format{
 		prefixed("github-pat", "ghp_", alnum, 36),
 		prefixed("github-oauth-token", "gho_", alnum, 36),
 		prefixed("github-user-token", "ghu_", alnum, 36),
@@ -363,7 +363,7 @@ func Formats() []Format {
 		keyed("service-api-key", "hubspot_key", func(r *rand.Rand) string { return strings.ToUpper(uuid(r)) }),
 		keyed("airtable-token", "airtable_pat", func(r *rand.Rand) string { return "pat" + mixed(r, alnum, 14) + "." + rs(r, hexLower, 64) }),
 		keyed("mailchimp-api-key", "MAILCHIMP_KEY", func(r *rand.Rand) string { return rs(r, hexLower, 32) + "-us" + fmt.Sprint(10+r.Intn(12)) }),
-	}
+	}, SaaSFormats()...)
 }
 
 // keyContexts place a value next to the key that names its service.

@@ -1,0 +1,398 @@
+package mask
+
+import (
+	"strconv"
+	"strings"
+)
+
+// saasDef is a prefixed token format of a service, declared by name: its
+// rule id is allocated when the package starts (ruleOf), so that adding a
+// format is one line. The prefix must be distinctive (an underscore or a
+// dash in it, or upper case a word does not start with), and the body's
+// byte set and length come from the service's published format.
+type saasDef struct {
+	rule     string
+	prefixes []string
+	body     *byteSet
+	min, max int
+	check    func(body string) bool
+}
+
+var (
+	setAlnumDash = newSet("A-Za-z0-9-")
+	setB64Std    = newSet("A-Za-z0-9+/=")
+	setUUIDBody  = newSet("0-9a-fA-F-")
+)
+
+// saasDefs are the services' current token formats, from their own
+// documentation of the prefix and the body. The token's left and right
+// must not continue a word, the body must have the variety of a random
+// string (no xxxx, 0000 or counting runs), and the check, when there is
+// one, the published inner structure.
+var saasDefs = []saasDef{
+	{"prchat-token", []string{"prc_"}, setAlnum, 32, 255, nil},
+	{"cloudflare-api-token", []string{"cfut_", "cfat_", "cfk_"}, setAlnum, 40, 80, nil},
+	{"vercel-token", []string{"vcp_", "vci_", "vca_", "vcr_", "vck_"}, setAlnum, 24, 80, nil},
+	{"netlify-token", []string{"nfp_", "nfc_", "nfo_", "nfu_"}, setAlnum, 36, 64, nil},
+	{"render-api-key", []string{"rnd_"}, setAlnum, 32, 40, nil},
+	{"buildkite-token", []string{"bkua_"}, setHexLower, 40, 40, nil},
+	{"honeycomb-api-key", []string{"hcaik_", "hcxik_", "hcxmk_", "hcxlk_"}, setAlnum, 32, 70, nil},
+	{"tailscale-key", []string{"tskey-api-", "tskey-auth-", "tskey-client-", "tskey-scim-", "tskey-webhook-"}, setAlnumDash, 20, 80, hasDashInside},
+	{"typeform-token", []string{"tfp_"}, setB64URLDot, 40, 64, nil},
+	{"prefect-api-key", []string{"pnu_", "pnb_"}, setAlnum, 36, 36, nil},
+	{"pinecone-api-key", []string{"pcsk_"}, setWord, 40, 120, nil},
+	{"langsmith-api-key", []string{"lsv2_pt_", "lsv2_sk_"}, setWord, 40, 48, nil},
+	{"xai-api-key", []string{"xai-"}, setAlnum, 64, 96, nil},
+	{"contentful-token", []string{"CFPAT-"}, setB64URL, 43, 43, nil},
+	{"bitbucket-token", []string{"ATBB", "ATCTT3"}, newSet("A-Za-z0-9_=-"), 28, 300, nil},
+	{"clojars-token", []string{"CLOJARS_"}, setHexLower, 60, 60, nil},
+	{"duffel-token", []string{"duffel_test_", "duffel_live_"}, setB64URL, 43, 43, nil},
+	{"frameio-token", []string{"fio-u-"}, setB64URL, 64, 64, nil},
+	{"new-relic-key", []string{"NRJS-", "NRII-", "NRRA-", "NRAA-"}, setHex, 19, 40, nil},
+	{"notion-api-token", []string{"secret_"}, setAlnum, 43, 43, nil},
+	{"plaid-access-token", []string{"access-sandbox-", "access-production-", "access-development-"}, setUUIDBody, 36, 36, nil},
+	{"readme-api-key", []string{"rdme_"}, setHexLower, 70, 70, nil},
+	{"scalingo-token", []string{"tk-us-"}, setB64URL, 48, 48, nil},
+	{"brevo-api-key", []string{"xkeysib-", "xsmtpsib-"}, setAlnumDash, 81, 81, func(b string) bool { return b[64] == '-' }},
+	{"shippo-token", []string{"shippo_live_", "shippo_test_"}, setHexLower, 40, 40, nil},
+	{"square-token", []string{"sq0atp-", "sq0csp-", "EAAA"}, setB64URL, 22, 100, nil},
+	{"google-oauth-token", []string{"1//0"}, setB64URL, 40, 512, nil},
+	{"jfrog-token", []string{"AKCp", "cmVmdGtu"}, setAlnum, 60, 80, nil},
+	{"sonar-api-token", []string{"squ_", "sqp_", "sqa_"}, setHexLower, 40, 40, nil},
+	{"supabase-secret-key", []string{"sb_secret_"}, setB64URL, 24, 80, nil},
+	{"neon-api-key", []string{"napi_"}, setAlnum, 60, 72, nil},
+	{"resend-api-key", []string{"re_"}, setWord, 33, 33, func(b string) bool { return b[8] == '_' && strings.Count(b, "_") == 1 }},
+	{"honeybadger-token", []string{"hbp_"}, setAlnum, 36, 36, nil},
+	{"deno-deploy-token", []string{"ddp_", "ddo_"}, setAlnum, 36, 40, nil},
+	{"akamai-token", []string{"akab-"}, setAlnumDash, 33, 40, hasDashInside},
+	{"pubnub-secret-key", []string{"sec-c-"}, setB64, 40, 64, nil},
+	{"paddle-api-key", []string{"pdl_live_apikey_", "pdl_sdbx_apikey_"}, setWord, 30, 80, nil},
+	{"jina-api-key", []string{"jina_"}, setWord, 56, 70, nil},
+	{"tavily-api-key", []string{"tvly-dev-", "tvly-prod-", "tvly-"}, setAlnum, 32, 48, nil},
+	{"firecrawl-api-key", []string{"fc-"}, setHexLower, 32, 32, nil},
+	{"e2b-api-key", []string{"e2b_"}, setHexLower, 40, 40, nil},
+	{"stytch-secret", []string{"secret-live-", "secret-test-"}, setB64URL, 36, 40, nil},
+	{"onesignal-api-key", []string{"os_v2_app_", "os_v2_org_"}, setLowerNum, 100, 130, nil},
+	{"coralogix-key", []string{"cxtp_"}, setAlnum, 30, 30, nil},
+	{"adafruit-io-key", []string{"aio_"}, setAlnum, 28, 28, nil},
+	{"flutterwave-secret-key", []string{"FLWSECK_TEST-", "FLWSECK-"}, setAlnumDash, 34, 34, func(b string) bool { return allIn(b[:32], setHex) && b[32:] == "-X" }},
+	{"riot-api-key", []string{"RGAPI-"}, setUUIDBody, 36, 36, func(b string) bool { return isUUID(b) }},
+	{"twitch-token", []string{"oauth:"}, setLowerNum, 30, 30, nil},
+	{"clickup-token", []string{"pk_"}, newSet("A-Z0-9_"), 40, 48, clickupBody},
+	{"klaviyo-api-key", []string{"pk_"}, setHexLower, 34, 34, nil},
+	{"woocommerce-key", []string{"ck_", "cs_"}, setHexLower, 40, 40, nil},
+	{"hubspot-token", []string{"pat-na1-", "pat-eu1-", "pat-na2-", "pat-ap1-"}, setUUIDBody, 36, 36, func(b string) bool { return isUUID(b) }},
+	{"launchdarkly-key", []string{"sdk-", "api-"}, setUUIDBody, 36, 36, func(b string) bool { return isUUID(b) }},
+	{"octopus-api-key", []string{"API-"}, setUpperNum, 26, 32, nil},
+	{"tencent-secret-id", []string{"AKID"}, setAlnum, 32, 36, nil},
+	{"yandex-api-key", []string{"AQVN", "AQVE"}, setB64URL, 35, 38, nil},
+	{"dropbox-token", []string{"sl.u.", "sl.B", "sl.A"}, setB64URL, 120, 1400, nil},
+	{"nightfall-api-key", []string{"NF-"}, setAlnum, 32, 32, nil},
+	{"circleci-token", []string{"CCIPAT_", "CCIRT_"}, setWord, 40, 80, nil},
+	{"dbt-cloud-token", []string{"dbtc_", "dbtu_"}, setB64URL, 40, 80, nil},
+	{"braintree-access-token", []string{"access_token$production$", "access_token$sandbox$"}, newSet("a-z0-9$"), 49, 49, func(b string) bool { return b[16] == '$' }},
+	{"ngrok-token", []string{"ngrok_"}, setAlnum, 40, 64, nil},
+	{"jenkins-secret", []string{"{AQAAABAAAA"}, setB64Std, 20, 4096, nil},
+}
+
+// saasIDs and nearIDs are the rule ids of saasDefs and nearDefs, by index.
+var saasIDs, nearIDs []ruleID
+
+func init() {
+	for _, d := range saasDefs {
+		saasIDs = append(saasIDs, ruleOf(d.rule))
+	}
+	for _, d := range nearDefs {
+		nearIDs = append(nearIDs, ruleOf(d.rule))
+	}
+}
+
+func hasDashInside(b string) bool {
+	i := strings.IndexByte(b, '-')
+	return i > 0 && i < len(b)-16
+}
+
+// clickupBody: digits, '_', 32 upper-case letters and digits.
+func clickupBody(b string) bool {
+	i := strings.IndexByte(b, '_')
+	return i >= 6 && allIn(b[:i], setDigit) && len(b)-i-1 == 32 && allIn(b[i+1:], setUpperNum)
+}
+
+// nearDef is a service of the keyword dictionary: when one of its names
+// appears (as a word or a part of an identifier), a value of one of its
+// shapes within the next nearWindow bytes is its credential, whatever
+// separates them (key = value, "airbrake Key=…", a log line, a table).
+type nearDef struct {
+	rule   string
+	names  []string
+	shapes []shape
+}
+
+// nearWindow is how far after a service's name its credential may start.
+const nearWindow = 96
+
+// maxNearValue is longer than any shape of nearDefs.
+const maxNearValue = 100
+
+// shape is a value's form: a byte set and a length range, or a UUID.
+type shape struct {
+	set      *byteSet
+	min, max int
+	uuid     bool
+	hex      bool // hexadecimal: needs a digit and a letter
+}
+
+// parseShapes reads shapes written as "hex32", "alnum40", "b64url43",
+// "upper16" (A-Z0-9), "lower30" (a-z0-9), "digits16", "b64_88", "uuid" or
+// with a range "alnum32-40".
+func parseShapes(spec string) []shape {
+	var out []shape
+	for _, f := range strings.Fields(spec) {
+		if f == "uuid" {
+			out = append(out, shape{uuid: true, min: 36, max: 36})
+			continue
+		}
+		i := len(f)
+		for i > 0 && (isDigit(f[i-1]) || f[i-1] == '-') {
+			i--
+		}
+		name, lens := f[:i], f[i:]
+		name = strings.TrimSuffix(name, "_")
+		lo, hi, ok := strings.Cut(lens, "-")
+		if !ok {
+			hi = lo
+		}
+		var sh shape
+		sh.min, _ = strconv.Atoi(lo)
+		sh.max, _ = strconv.Atoi(hi)
+		switch name {
+		case "hex":
+			sh.set, sh.hex = setHex, true
+		case "alnum":
+			sh.set = setAlnum
+		case "b64url":
+			sh.set = setB64URL
+		case "b64":
+			sh.set = setB64Std
+		case "upper":
+			sh.set = setUpperNum
+		case "lower":
+			sh.set = setLowerNum
+		case "digits":
+			sh.set = setDigit
+		default:
+			panic("mask: unknown shape " + f)
+		}
+		out = append(out, sh)
+	}
+	return out
+}
+
+func (sh shape) matches(v string) bool {
+	if len(v) < sh.min || len(v) > sh.max {
+		return false
+	}
+	if sh.uuid {
+		return isUUID(v)
+	}
+	if !allIn(v, sh.set) {
+		return false
+	}
+	if sh.set == setDigit {
+		return distinctAtLeast(v, 6)
+	}
+	if !hasDigitAndLetter(v) {
+		return false
+	}
+	st := statsOf(v)
+	if sh.hex {
+		// short hex strings have little entropy even when random
+		return st.distinct >= 6 && (st.entropy >= 3 || len(v) < 24 && st.entropy >= 2.4)
+	}
+	minEnt := 3.4
+	if len(v) < 24 {
+		minEnt = 2.9
+	}
+	return st.entropy >= minEnt && !looksLikeIdentifier(v) && !camelWords(v)
+}
+
+// nearDefs is the keyword dictionary: services whose credentials have no
+// prefix of their own, with the shapes their documentation gives. Names are
+// chosen so that they are not ordinary English or programming words.
+var nearDefs = []nearDef{
+	{"airbrake-api-key", []string{"airbrake"}, parseShapes("hex32 hex40")},
+	{"algolia-api-key", []string{"algolia"}, parseShapes("hex32")},
+	{"bugsnag-api-key", []string{"bugsnag"}, parseShapes("hex32")},
+	{"rollbar-token", []string{"rollbar"}, parseShapes("hex32")},
+	{"raygun-api-key", []string{"raygun"}, parseShapes("alnum22-24")},
+	{"mandrill-api-key", []string{"mandrill"}, parseShapes("b64url22")},
+	{"sparkpost-api-key", []string{"sparkpost"}, parseShapes("hex40")},
+	{"postmark-token", []string{"postmark"}, parseShapes("uuid")},
+	{"pagerduty-token", []string{"pagerduty"}, parseShapes("b64url20 b64url32")},
+	{"opsgenie-api-key", []string{"opsgenie"}, parseShapes("uuid")},
+	{"loggly-token", []string{"loggly"}, parseShapes("uuid")},
+	{"logdna-key", []string{"logdna", "mezmo"}, parseShapes("hex32")},
+	{"confluent-api-key", []string{"confluent"}, parseShapes("upper16 b64_64")},
+	{"plivo-token", []string{"plivo"}, parseShapes("upper20 alnum40")},
+	{"nexmo-api-secret", []string{"nexmo", "vonage"}, parseShapes("alnum16")},
+	{"pusher-key", []string{"pusher"}, parseShapes("hex20")},
+	{"braintree-key", []string{"braintree"}, parseShapes("hex32")},
+	{"paypal-client-secret", []string{"paypal"}, parseShapes("b64url80")},
+	{"binance-api-key", []string{"binance"}, parseShapes("alnum64")},
+	{"bitfinex-api-key", []string{"bitfinex"}, parseShapes("alnum43")},
+	{"zendesk-token", []string{"zendesk"}, parseShapes("alnum40")},
+	{"freshdesk-api-key", []string{"freshdesk"}, parseShapes("alnum20")},
+	{"okta-api-token", []string{"okta"}, parseShapes("b64url42")},
+	{"auth0-client-secret", []string{"auth0"}, parseShapes("b64url64")},
+	{"onelogin-secret", []string{"onelogin"}, parseShapes("hex64")},
+	{"circleci-token", []string{"circleci"}, parseShapes("hex40")},
+	{"travis-token", []string{"travis"}, parseShapes("b64url22")},
+	{"codecov-token", []string{"codecov"}, parseShapes("uuid")},
+	{"coveralls-token", []string{"coveralls"}, parseShapes("alnum32-37")},
+	{"netlify-token", []string{"netlify"}, parseShapes("b64url43")},
+	{"vercel-token", []string{"vercel"}, parseShapes("alnum24")},
+	{"linode-token", []string{"linode"}, parseShapes("hex64")},
+	{"vultr-api-key", []string{"vultr"}, parseShapes("upper36")},
+	{"hetzner-token", []string{"hetzner"}, parseShapes("alnum64")},
+	{"scaleway-secret-key", []string{"scaleway"}, parseShapes("uuid")},
+	{"fastly-api-token", []string{"fastly"}, parseShapes("b64url32")},
+	{"tomtom-api-key", []string{"tomtom"}, parseShapes("alnum32")},
+	{"openweather-api-key", []string{"openweather"}, parseShapes("hex32")},
+	{"weatherstack-api-key", []string{"weatherstack"}, parseShapes("hex32")},
+	{"ipstack-api-key", []string{"ipstack"}, parseShapes("hex32")},
+	{"ipinfo-token", []string{"ipinfo"}, parseShapes("hex14")},
+	{"newsapi-key", []string{"newsapi"}, parseShapes("hex32")},
+	{"spotify-client-secret", []string{"spotify"}, parseShapes("hex32")},
+	{"twitter-secret", []string{"twitter"}, parseShapes("alnum50 alnum25")},
+	{"linkedin-client-secret", []string{"linkedin"}, parseShapes("alnum16")},
+	{"discord-client-secret", []string{"discord"}, parseShapes("b64url32")},
+	{"twitch-client-secret", []string{"twitch"}, parseShapes("lower30")},
+	{"dropbox-app-secret", []string{"dropbox"}, parseShapes("lower15")},
+	{"trello-token", []string{"trello"}, parseShapes("hex32 hex64")},
+	{"todoist-token", []string{"todoist"}, parseShapes("hex40")},
+	{"jira-api-token", []string{"jira", "confluence"}, parseShapes("alnum24")},
+	{"zoom-client-secret", []string{"zoom_", "zoomus"}, parseShapes("alnum32")},
+	{"sentry-token", []string{"sentry"}, parseShapes("hex64")},
+	{"vouchery-api-key", []string{"vouchery"}, parseShapes("hex32")},
+	{"mailjet-api-key", []string{"mailjet"}, parseShapes("hex32")},
+	{"sendinblue-api-key", []string{"sendinblue"}, parseShapes("hex64")},
+	{"messagebird-api-key", []string{"messagebird"}, parseShapes("alnum25")},
+	{"clicksend-api-key", []string{"clicksend"}, parseShapes("upper36")},
+	{"telnyx-api-key", []string{"telnyx"}, parseShapes("b64url32-60")},
+	{"cloudinary-api-secret", []string{"cloudinary"}, parseShapes("b64url27")},
+	{"imgur-client-secret", []string{"imgur"}, parseShapes("hex40")},
+	{"giphy-api-key", []string{"giphy"}, parseShapes("alnum32")},
+	{"unsplash-access-key", []string{"unsplash"}, parseShapes("b64url43")},
+	{"mapquest-api-key", []string{"mapquest"}, parseShapes("alnum32")},
+	{"positionstack-api-key", []string{"positionstack"}, parseShapes("hex32")},
+	{"abstractapi-key", []string{"abstractapi"}, parseShapes("hex32")},
+	{"browserstack-access-key", []string{"browserstack"}, parseShapes("alnum20")},
+	{"saucelabs-access-key", []string{"saucelabs", "sauce_"}, parseShapes("uuid")},
+	{"wakatime-api-key", []string{"wakatime"}, parseShapes("uuid")},
+	{"gitter-token", []string{"gitter"}, parseShapes("hex40")},
+	{"heroku-api-key", []string{"heroku"}, parseShapes("uuid")},
+	{"datadog-api-key", []string{"datadog"}, parseShapes("hex32 hex40")},
+	{"twilio-auth-token", []string{"twilio"}, parseShapes("hex32")},
+	{"wandb-api-key", []string{"wandb"}, parseShapes("hex40")},
+	{"cohere-api-key", []string{"cohere"}, parseShapes("alnum40")},
+	{"mistral-api-key", []string{"mistral"}, parseShapes("alnum32")},
+	{"deepgram-api-key", []string{"deepgram"}, parseShapes("hex40")},
+	{"assemblyai-api-key", []string{"assemblyai"}, parseShapes("hex32")},
+	{"elevenlabs-api-key", []string{"elevenlabs"}, parseShapes("hex32")},
+	{"pinata-api-key", []string{"pinata"}, parseShapes("hex20 hex64")},
+	{"etherscan-api-key", []string{"etherscan"}, parseShapes("upper34")},
+	{"infura-api-key", []string{"infura"}, parseShapes("hex32")},
+	{"alchemy-api-key", []string{"alchemy"}, parseShapes("b64url32")},
+	{"moralis-api-key", []string{"moralis"}, parseShapes("alnum64")},
+	{"coinmarketcap-api-key", []string{"coinmarketcap"}, parseShapes("uuid")},
+	{"shodan-api-key", []string{"shodan"}, parseShapes("alnum32")},
+	{"virustotal-api-key", []string{"virustotal"}, parseShapes("hex64")},
+	{"hunter-api-key", []string{"hunterio", "hunter_io"}, parseShapes("hex40")},
+	{"clearbit-api-key", []string{"clearbit"}, parseShapes("b64url35")},
+	{"fullcontact-api-key", []string{"fullcontact"}, parseShapes("alnum32")},
+	{"segment-write-key", []string{"segment_write", "segmentio"}, parseShapes("alnum32")},
+	{"mixpanel-secret", []string{"mixpanel"}, parseShapes("hex32")},
+	{"intercom-token", []string{"intercom"}, parseShapes("b64_60")},
+	{"calendly-token", []string{"calendly"}, parseShapes("hex64")},
+	{"typeform-token", []string{"typeform"}, parseShapes("b64url44")},
+	{"surveymonkey-token", []string{"surveymonkey"}, parseShapes("b64url40-70")},
+	{"aircall-token", []string{"aircall"}, parseShapes("hex32")},
+	{"bitly-token", []string{"bitly"}, parseShapes("hex40")},
+	{"buttercms-token", []string{"buttercms"}, parseShapes("hex40")},
+	{"storyblok-token", []string{"storyblok"}, parseShapes("alnum22-24")},
+	{"contentstack-token", []string{"contentstack"}, parseShapes("alnum24-35")},
+	{"prismic-token", []string{"prismic"}, parseShapes("b64url60-80")},
+	{"gocardless-token", []string{"gocardless"}, parseShapes("b64url40")},
+	{"mollie-api-key", []string{"mollie"}, parseShapes("alnum30")},
+	{"razorpay-secret", []string{"razorpay"}, parseShapes("alnum24")},
+	{"paystack-secret", []string{"paystack"}, parseShapes("hex40")},
+	{"lob-api-key", []string{"lob_"}, parseShapes("hex35")},
+	{"easypost-api-key", []string{"easypost"}, parseShapes("alnum22")},
+	{"shipengine-api-key", []string{"shipengine"}, parseShapes("b64url43")},
+	{"aftership-api-key", []string{"aftership"}, parseShapes("uuid")},
+	{"ably-api-key", []string{"ably_", "ablyio"}, parseShapes("b64url43")},
+	{"kraken-api-secret", []string{"krakenio", "kraken_api"}, parseShapes("b64_88")},
+	{"jotform-api-key", []string{"jotform"}, parseShapes("hex32")},
+	{"wufoo-api-key", []string{"wufoo"}, parseShapes("upper19")},
+}
+
+// setNearValue are the bytes of a value the dictionary rule reads after a
+// service's name; anything else separates values.
+var setNearValue = newSet("A-Za-z0-9_+/.-")
+
+// matchNear is the dictionary rule: after a service's name (a word or a
+// part of an identifier: airbrake, AIRBRAKE_KEY, airbrakeKey, not
+// sqlalchemy or coherent, nor glued to a base64 run or a mask), the values within nearWindow bytes, up to a
+// blank line, that have one of the service's shapes.
+func matchNear(v *view, ks, ke int, sp *spec, out *[4]result) int {
+	s := v.s
+	if ks > 0 {
+		// not inside a word, a number or a base64 run
+		if c := s[ks-1]; isLetter(c) && !(isLower(c) && isUpper(s[ks])) || isDigit(c) || c == '+' || c == '/' || c == '=' || c == ']' {
+			return 0
+		}
+	}
+	if c := v.at(ke); c >= 0 && isLower(byte(c)) && s[ke-1] != '_' {
+		return 0
+	}
+	d := &nearDefs[sp.near]
+	n := 0
+	for i := ke; i < ke+nearWindow && n < len(out); {
+		c := v.at(i)
+		if c < 0 || c == '\n' && v.at(i+1) == '\n' {
+			break
+		}
+		if c == '[' && v.hasPrefix(i, maskPrefix) {
+			// A masked value ends the window: masking shortens the text,
+			// and what lay beyond the window must not move into it.
+			break
+		}
+		if !setNearValue[c] {
+			i++
+			continue
+		}
+		j := v.run(i, setNearValue, maxNearValue+1)
+		if j-i > maxNearValue {
+			break // a longer run (base64, a path) holds no credential of these shapes
+		}
+		e := j
+		for e-j < 2 && v.at(e) == '=' {
+			e++
+		}
+		t := e
+		for t > i && s[t-1] == '.' {
+			t--
+		}
+		if tok := s[i:t]; len(tok) >= 14 && i > ke && !isPlaceholder(tok) && !lowVariety(tok) {
+			for _, sh := range d.shapes {
+				if sh.matches(tok) {
+					out[n] = result{start: i, end: t, id: sp.id}
+					n++
+					break
+				}
+			}
+		}
+		i = e
+	}
+	return n
+}
