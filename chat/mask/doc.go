@@ -47,9 +47,72 @@
 // secrets, masked by exact value, URL-encoded or base64-encoded (also
 // inside base64 of "user:secret").
 //
+// # Beyond key = value: the families and why they stay quiet on harmless text
+//
+// Jenkins credentials ({AQAAABAAAA…} in credentials.xml, rule
+// jenkins-secret): hudson.util.Secret's payload starts with the version
+// byte and the IV length, so every stored secret starts with the same 11
+// base64 characters inside braces; nothing else does. Old-style plain
+// base64 in <password> and <secretBytes> goes through the generic rule.
+//
+// Labels that only say "key" (Key=…, sl_key: …, confluent_key, kindKey):
+// "key" also names map keys, cache entries and paths, so the label must end
+// in the word key (not monkey), must not be one of notKeyLabels (primary,
+// cache, sort, public, …, also as the word before: "public key: age1…"),
+// and the value must be one token of 16 to 512 bytes with digits and
+// letters, 10 distinct bytes, 3.2 bits of entropy per byte, no dotted name
+// and no path.
+//
+// Dash and arrow separators (token - 'v', api key -> "v", token --> v) and
+// YAML list items (token:\n  - v, token: - v): only after a key that names a
+// secret, a " - " needs blanks on both sides (token-offset is an
+// expression), and the value passes the same checks as after "=".
+//
+// Values before their label ("v" == password, 'v' === apiToken,
+// {"v": "api_key"}, 'v' => 'password'): the value must be quoted, at most
+// 256 bytes without blanks, have digits and letters and not read as a name
+// ({"Content-Type": "api_key"} stays); a map's label must end the entry.
+// A Stream holds back a quoted value at its end that a label could still
+// follow (beforeHold), so streaming still equals String.
+//
+// Current prefixed formats (saasDefs in formats.go: prc_ tokens of prchat
+// itself, Cloudflare cfut_/cfat_/cfk_, Vercel vcp_, Linear lin_api_ and
+// lin_oauth_, Shopify tokens in any case, Slack xoxp-/xoxe- variants and
+// about 70 more): each prefix is the service's own, the body has the
+// published byte set and length, no run of x's or counting run, no word
+// byte on either side and no '/' before it (a path segment such as
+// notion.site/API-…).
+//
+// A service's name as the only context (nearDefs, the keyword dictionary:
+// about 115 services with their documented shapes, such as a 32-digit hex
+// near "vouchery" or "airbrake"): the name must be a word or a part of an
+// identifier (AIRBRAKE_KEY, airbrakeKey; not sqlalchemy, not coherent, not
+// glued to a base64 run), the value must start within nearWindow (96)
+// bytes after it, before a blank line or a mask, be one token of exactly
+// one of the service's shapes, with digits and letters (hex) or enough
+// entropy and no identifier-like words (the rest). Names that are ordinary
+// English or programming words are not in the dictionary.
+//
+// Placeholders and local defaults in URLs: a letters-only password that
+// says what it stands for (REPLACE_WITH_PASSWORD, YOUR_PASSWORD_HERE,
+// ENTER_PASSWORD) is left alone, and so is a default credential of a local
+// server (the user's name as password, or a documented default such as
+// postgres, guest, minioadmin, root) on localhost, a loopback address or a
+// one-label compose host (db, postgres).
+//
+// Whole tokens: a prefixed token whose body stops at a '-' followed by
+// more token characters (sk_live_…-W1Yr…) is masked to the end of them, so
+// no tail of an off-spec key is left next to its mask.
+//
 // # Adding a format
 //
-// A token with a fixed prefix is one line in tokenDefs (rules.go): the
+// A current SaaS token with a prefix is one line in saasDefs (formats.go):
+// its rule name (allocated as a rule id when the package starts), prefixes,
+// body byte set, length and optional check; a service known only by its
+// name is one line in nearDefs with its shapes ("hex32 uuid"). Each needs a
+// generator in internal/fakesecret (saas, saasExtra or services in
+// beyond.go), which puts it into the beyond corpus too. A token with a
+// fixed prefix that needs options is one line in tokenDefs (rules.go): the
 // prefixes, a new rule id (ruleID constant and its name in ruleNames: the
 // name is what "[masked:<rule>]" shows, so it must not change later), the
 // body's byte set and length, and optionally a check of the body's shape
@@ -116,8 +179,21 @@
 //	go test -count=1 -run TestCompare -v .
 //	go test -run XXX -bench Compare -benchtime 3x .
 //
+// The beyond corpus (internal/fakesecret.Beyond) is prchat's own: secrets
+// in the contexts above, generated from the services' published formats,
+// and harmless look-alikes. TestBeyond prints recall per family, partial
+// masks and look-alikes changed, and fails under the goals it declares
+// (beyondMinRecall, beyondMinFamily, beyondMaxHarmless); TestBeyondStream
+// checks that 16-byte deltas give String's output on every record. The
+// comparison module prints gitleaks' figures on the same corpus, and its
+// BenchmarkThroughput both detectors on dense secret text (the corpus
+// joined) and on ordinary source code.
+//
 // The package's own benchmarks (go test -bench . -cpu 1 ./chat/mask)
 // measure a 200-byte answer (BenchmarkString200B), 4 MB of mixed text
-// (BenchmarkMixed) and the same streamed in 24-byte deltas
-// (BenchmarkStream).
+// (BenchmarkMixed), the same streamed in 24-byte deltas (BenchmarkStream),
+// and String and Stream in 16- and 64-byte deltas on dense secret text and
+// on the Go standard library's sources (BenchmarkThroughput, which also
+// reports MB per CPU second of the process, the figure that stays put on a
+// shared machine).
 package mask

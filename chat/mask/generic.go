@@ -713,15 +713,26 @@ func fillerInside(v string) bool {
 			seq = 1
 		}
 	}
-	if len(v) >= 8 && (containsFold(v, "your_") || containsFold(v, "_here") || containsFold(v, "yourtoken") || containsFold(v, "example")) {
+	if len(v) < 8 {
+		return false
+	}
+	// "your_", "_here", "yourtoken", "example": only values with a y, an
+	// underscore or an x can hold one, which most random strings lack
+	if strings.IndexByte(v, '_') >= 0 && (containsFold(v, "your_") || containsFold(v, "_here")) {
+		return true
+	}
+	if strings.IndexAny(v, "yY") >= 0 && containsFold(v, "yourtoken") || strings.IndexAny(v, "xX") >= 0 && containsFold(v, "example") {
 		return true
 	}
 	return false
 }
 
+// containsFold reports whether s contains sub (lower case) ignoring ASCII
+// case.
 func containsFold(s, sub string) bool {
+	c0 := sub[0]
 	for i := 0; i+len(sub) <= len(s); i++ {
-		if equalFold(s[i:i+len(sub)], sub) {
+		if fold(s[i]) == c0 && equalFold(s[i:i+len(sub)], sub) {
 			return true
 		}
 	}

@@ -361,14 +361,14 @@ type spec struct {
 
 const (
 	optLeft        uint16 = 1 << iota // no word byte right before the token
-	optRight                         // no word byte right after the token
-	optDigitLetter                   // body has a digit and a letter
-	optTrimDot                       // a trailing '.' ends a sentence, not the token
-	optAnyVariety                    // the prefix alone identifies the token: no variety check
-	optEndDelim                      // the token ends at a blank, quote, ';', ',' or bracket, not '.' (video_box.ico-<hash>.png)
-	optBrace                         // the token is {prefix body}: the closing brace is part of it
-	optFoldPrefix                    // the prefix may be written in any case (SHPAT_)
-	optNoFiller                      // no run of x's or counting run (abcdefgh, 12345678) in the body
+	optRight                          // no word byte right after the token
+	optDigitLetter                    // body has a digit and a letter
+	optTrimDot                        // a trailing '.' ends a sentence, not the token
+	optAnyVariety                     // the prefix alone identifies the token: no variety check
+	optEndDelim                       // the token ends at a blank, quote, ';', ',' or bracket, not '.' (video_box.ico-<hash>.png)
+	optBrace                          // the token is {prefix body}: the closing brace is part of it
+	optFoldPrefix                     // the prefix may be written in any case (SHPAT_)
+	optNoFiller                       // no run of x's or counting run (abcdefgh, 12345678) in the body
 )
 
 // tokenDef declares a prefixed token format.
@@ -618,8 +618,8 @@ func matchToken(v *view, ks, ke int, lit string, sp *spec) result {
 	if sp.id == idGoogleAPIKey && publishedGoogleKeys[lit+body] {
 		return noMatch
 	}
-	if sp.opts&optNoFiller != 0 && fillerInside(body) {
-		return noMatch
+	if sp.opts&optNoFiller != 0 && (fillerInside(body) || ks > 0 && s[ks-1] == '/') {
+		return noMatch // a placeholder, or a path segment (notion.site/API-BD80…)
 	}
 	if sp.check != nil && !sp.check(body) {
 		return noMatch

@@ -39,6 +39,11 @@ var syntaxTable = []struct{ name, in, want string }{
 	{"digits next to a service name", `discord_client_id = "173012519603910572"`, `discord_client_id = "[masked:discord-client-secret]"`},
 	{"uuid next to a service name", `const SNYK_KEY = "3f1c2b8e-9d47-4a6b-8e21-5c0d7f9a1b34"`, `const SNYK_KEY = "[masked:service-api-key]"`},
 	{"dotted token value", `token: s.ZC9Ecf4M5g9o34Q6RkzGsj0z`, `token: [masked:generic-assignment]`},
+	// prchat's own API tokens: "prc_" and 43 base62 digits of 32 random bytes
+	{"prc_ token committed in a .env file", "PRCHAT_TOKEN=prc_4Vq8ZkT1mW7pR2xN9cL5hJ3bF6dS0gY8aE1uK7oI2wQ\n", "PRCHAT_TOKEN=[masked:prchat-token]\n"},
+	{"prc_ token in a curl header", `curl -H "Authorization: Bearer prc_4Vq8ZkT1mW7pR2xN9cL5hJ3bF6dS0gY8aE1uK7oI2wQ" http://localhost:8080/api/v1/repos`, `curl -H "Authorization: Bearer [masked:prchat-token]" http://localhost:8080/api/v1/repos`},
+	{"prc_ token in prose", "The leaked token prc_4Vq8ZkT1mW7pR2xN9cL5hJ3bF6dS0gY8aE1uK7oI2wQ was revoked.", "The leaked token [masked:prchat-token] was revoked."},
+	{"prc_ token of the shortest length", `token := "prc_Zk8T1mW7pR2xN9cL5hJ3bF6dS0gY8aE1"`, `token := "[masked:prchat-token]"`},
 }
 
 func TestSyntaxes(t *testing.T) {
@@ -82,6 +87,9 @@ var harmless = []struct{ name, in string }{
 	{"go type after a key", `var token string`},
 	{"comparison", `if apiToken == "Zq8xV2mN4pL7rT1wK3s9" {`},
 	{"scope operator", `auto token = std::string(buf);`},
+	{"prc_ placeholder of one repeated letter", `ts.unknown = "prc_" + "ZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZ"`},
+	{"prc_ prefix alone", "export PRCHAT_TOKEN=prc_..."},
+	{"prc_ body too short", "prc_4Vq8ZkT1mW7pR2xN9c"},
 }
 
 func TestHarmless(t *testing.T) {

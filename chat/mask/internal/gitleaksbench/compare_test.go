@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prchat/prchat/chat/mask"
+	"github.com/prchat/prchat/chat/mask/internal/fakesecret"
 	"github.com/rs/zerolog"
 	"github.com/zricethezav/gitleaks/v8/config"
 	"github.com/zricethezav/gitleaks/v8/detect"
@@ -374,6 +375,10 @@ func TestCompare(t *testing.T) {
 	fmt.Fprintf(w, "findings in total (planted: %d)\t\t%d masks\t%d findings\n", len(doc.planted), strings.Count(out, "[masked:"), len(fs))
 	fmt.Fprintf(w, "MB/s, String (chunks of 100 kB)\t\t%.1f\t%.1f\n", mb/pd.Seconds(), mb/gd.Seconds())
 	fmt.Fprintf(w, "MB/s, Stream (64-byte deltas)\t\t%.1f\t-\n", mb/sd.Seconds())
+	by := compareBeyond(m, gl)
+	fmt.Fprintf(w, "beyond corpus (prchat's own, fakesecret.Beyond)\t\t%d secrets, %d look-alikes\t\n", by.secrets, by.lookAlikes)
+	fmt.Fprintf(w, "recall on the beyond corpus\t\t%.2f%% (%d, %d partly)\t%.2f%% (%d)\n", pct(by.prMasked, by.secrets), by.prMasked, by.prPartial, pct(by.glFound, by.secrets), by.glFound)
+	fmt.Fprintf(w, "look-alikes changed / flagged\t\t%d\t%d\n", by.prChanged, by.glFlagged)
 	w.Flush()
 
 	var rules []string
@@ -407,6 +412,108 @@ func TestCompare(t *testing.T) {
 	}
 	if res.prChanged > res.glFlagged {
 		t.Errorf("%d documented harmless strings changed, gitleaks flags %d", res.prChanged, res.glFlagged)
+	}
+}
+
+// beyondResults are both detectors' figures on the beyond corpus.
+type beyondResults struct {
+	secrets, lookAlikes          int
+	prMasked, prPartial, glFound int
+	prChanged, glFlagged         int
+}
+
+// compareBeyond runs both detectors on prchat's own corpus of secrets in
+// the contexts of issue 27 (fakesecret.Beyond): Jenkins XML, key labels,
+// separators, values before their label, current prefixed formats, a
+// service's name as the only context, off-spec tokens, and look-alikes.
+func compareBeyond(m *mask.Masker, gl *detect.Detector) beyondResults {
+	var res beyondResults
+	for _, rec := range fakesecret.Beyond(1) {
+		out := m.String(rec.Text)
+		fs := gl.DetectString(rec.Text)
+		if rec.Secret == "" {
+			res.lookAlikes++
+			if out != rec.Text {
+				res.prChanged++
+			}
+			if len(fs) > 0 {
+				res.glFlagged++
+			}
+			continue
+		}
+		res.secrets++
+		switch judge(rec.Text, out, rec.Secret) {
+		case masked:
+			res.prMasked++
+		case partial:
+			res.prPartial++
+		}
+		if gitleaksFinds(fs, rec.Secret) {
+			res.glFound++
+		}
+	}
+	return res
+}
+
+// denseText is the beyond corpus's secrets joined into one text, a secret
+// on every line, repeated to about 1 MB.
+func denseText() string {
+	var lines []string
+	for _, rec := range fakesecret.Beyond(1) {
+		if rec.Secret != "" {
+			lines = append(lines, strings.ReplaceAll(rec.Text, "\n", " "))
+		}
+	}
+	one := strings.Join(lines, "\n") + "\n"
+	return strings.Repeat(one, max(1, (1<<20)/len(one)))
+}
+
+// chunksOf cuts text at line ends into parts of about chunkSize bytes.
+func chunksOf(text string) []string {
+	var out []string
+	for len(text) > 0 {
+		n := min(len(text), chunkSize)
+		if k := strings.IndexByte(text[n:], '\n'); k >= 0 && n < len(text) {
+			n += k + 1
+		} else {
+			n = len(text)
+		}
+		out = append(out, text[:n])
+		text = text[n:]
+	}
+	return out
+}
+
+// BenchmarkThroughput measures prchat's String and Stream (64-byte deltas)
+// beside gitleaks' detector on the same texts: dense secret text (the
+// beyond corpus joined, a secret on every line; goal at least 50 MB/s) and
+// ordinary source code (the dependencies' sources, nothing planted; goal
+// at least 200 MB/s).
+func BenchmarkThroughput(b *testing.B) {
+	m := mask.New()
+	gl := defaultDetector(b)
+	zerolog.SetGlobalLevel(zerolog.Disabled)
+	texts := []struct{ name, text string }{{"dense", denseText()}, {"source", buildDoc(b, nil, 4<<20).text}}
+	for _, t := range texts {
+		chunks := chunksOf(t.text)
+		b.Run(t.name+"/prchat-String", func(b *testing.B) {
+			b.SetBytes(int64(len(t.text)))
+			for b.Loop() {
+				runPrchat(m, chunks)
+			}
+		})
+		b.Run(t.name+"/prchat-Stream", func(b *testing.B) {
+			b.SetBytes(int64(len(t.text)))
+			for b.Loop() {
+				runStream(m, t.text)
+			}
+		})
+		b.Run(t.name+"/gitleaks", func(b *testing.B) {
+			b.SetBytes(int64(len(t.text)))
+			for b.Loop() {
+				runGitleaks(gl, chunks)
+			}
+		})
 	}
 }
 
