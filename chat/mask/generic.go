@@ -721,7 +721,7 @@ func fillerInside(v string) bool {
 	if strings.IndexByte(v, '_') >= 0 && (containsFold(v, "your_") || containsFold(v, "_here")) {
 		return true
 	}
-	if strings.IndexAny(v, "yY") >= 0 && containsFold(v, "yourtoken") || strings.IndexAny(v, "xX") >= 0 && containsFold(v, "example") {
+	if strings.ContainsAny(v, "yY") && containsFold(v, "yourtoken") || strings.ContainsAny(v, "xX") && containsFold(v, "example") {
 		return true
 	}
 	return false
