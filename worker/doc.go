@@ -14,7 +14,9 @@
 //     truth) with the jobs in Redis and repairs the difference: it enqueues
 //     jobs that Redis lost, settles turns whose job failed for good, moves
 //     jobs out of dead hosts' queues, and hands the turns of dead workers to
-//     live ones sooner than asynq's own recovery (60-120 s).
+//     live ones sooner than asynq's own recovery (60-120 s). Every worker
+//     process runs one; the one holding the lease prchat:reconciler:lease
+//     makes the deployment's passes.
 //
 // # Jobs
 //
@@ -64,7 +66,9 @@
 // StartEmbeddedRedis and its Client, which connects in memory) serves every
 // part of a process. A worker process
 // starts, in this order: Heartbeat (so that its runner counts as alive
-// before it claims turns), Server, Reconciler.ReconcileOnce and
-// Reconciler.Start; it stops in the reverse order, the Heartbeat last.
+// before it claims turns), Server, Reconciler.Start (which tries the
+// deployment's reconciler lease) and, if it took the lease,
+// Reconciler.ReconcileOnce; it stops in the reverse order, the Heartbeat
+// last.
 // An API-only process needs Queue and Hosts.
 package worker

@@ -422,30 +422,6 @@ func (q *Queue) existingTasks(ctx context.Context, queues []string, turnID strin
 	return found, nil
 }
 
-// archived returns the archived jobs of queue (at most 500 per call), with
-// the turn of each turn job ("" for other jobs).
-func (q *Queue) archived(ctx context.Context, queue string) ([]Task, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	infos, err := q.insp.ListArchivedTasks(queue, asynq.PageSize(500))
-	if errors.Is(err, asynq.ErrQueueNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("archived jobs of %s: %w", queue, err)
-	}
-	out := make([]Task, 0, len(infos))
-	for _, info := range infos {
-		var p payload
-		if info.Type == TaskType {
-			_ = json.Unmarshal(info.Payload, &p)
-		}
-		out = append(out, taskFromInfo(p.TurnID, info))
-	}
-	return out, nil
-}
-
 // DeleteTask deletes a waiting or archived job. A job that is gone already
 // is not an error; a running one is (asynq cannot delete it).
 func (q *Queue) DeleteTask(ctx context.Context, t Task) error {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prchat/prchat/chat"
@@ -48,6 +49,14 @@ type ReconcilerConfig struct {
 	// runner looks alive but that has no job is handed on after its Stuck
 	// window.
 	Policy chat.TurnPolicy
+	// Holder names this reconciler in its lease (the runner id of its
+	// worker). Default: a random id.
+	Holder string
+	// LeaseTTL is how long the reconciler's lease outlives its holder's
+	// last renewal (every LeaseTTL/3): one reconciler of a deployment holds
+	// it and makes the passes, and when its process dies, another takes
+	// over within LeaseTTL and a third. Default 2×Interval.
+	LeaseTTL time.Duration
 	// Logger receives what the reconciler did, per turn. Default: discard.
 	Logger *slog.Logger
 	// Now tells the time. Default time.Now.
@@ -57,6 +66,8 @@ type ReconcilerConfig struct {
 func (c ReconcilerConfig) withDefaults() ReconcilerConfig {
 	c.Interval = cmp.Or(c.Interval, 5*time.Second)
 	c.Grace = cmp.Or(c.Grace, 2*time.Second)
+	c.Holder = cmp.Or(c.Holder, newTraceID())
+	c.LeaseTTL = cmp.Or(c.LeaseTTL, 2*c.Interval)
 	c.Policy = c.Policy.WithDefaults()
 	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	if c.Now == nil {
@@ -71,6 +82,8 @@ func (c ReconcilerConfig) validate() error {
 		return fmt.Errorf("reconciler interval %v is under 10ms", c.Interval)
 	case c.Grace < 0:
 		return fmt.Errorf("reconciler grace %v is negative", c.Grace)
+	case c.LeaseTTL < 20*time.Millisecond:
+		return fmt.Errorf("reconciler lease TTL %v is under 20ms", c.LeaseTTL)
 	}
 	if err := c.Policy.Validate(); err != nil {
 		return fmt.Errorf("reconciler: %w", err)
@@ -99,6 +112,9 @@ type Counts struct {
 	// Swept counts archived jobs deleted because no pending turn needs them
 	// (their turn settled or was deleted, or they were no turn's).
 	Swept int
+	// Leased counts running jobs given back the lease that Redis lost
+	// (asynq's recoverer never looks at a running job without one).
+	Leased int
 	// Errors counts turns the pass could not reconcile.
 	Errors int
 }
@@ -111,6 +127,7 @@ func (c *Counts) add(o Counts) {
 	c.Failed += o.Failed
 	c.Interrupted += o.Interrupted
 	c.Swept += o.Swept
+	c.Leased += o.Leased
 	c.Errors += o.Errors
 }
 
@@ -133,21 +150,38 @@ func (c *Counts) add(o Counts) {
 //   - running, its runner alive but no job left for longer than the policy's
 //     Stuck window since it started: enqueue a rescue job.
 //
-// Several Reconcilers (one per worker process) may run at once: every action
-// is idempotent (TaskIDs, fences, ErrSettled).
+// And per job: an archived job that no pending turn needs is deleted; a
+// running job that has no lease in asynq (a Redis failover to a replica that
+// missed the lease's write leaves such jobs, and asynq's recoverer never
+// looks at them) gets a fresh one, which its worker, if alive, extends, and
+// which otherwise expires and has asynq retry the job.
+//
+// A pass reads the pending turns in one query and every job of every queue
+// in one MULTI, so its cost per pending turn does not grow with the number
+// of queues. Every worker process runs a Reconciler, but only the one
+// holding the deployment's lease in Redis (prchat:reconciler:lease) passes;
+// the others try to take the lease every LeaseTTL/3, and one does when its
+// holder stops (it gives the lease up) or dies (the lease expires). Two
+// reconcilers passing at once (a lease lost to a Redis failover) cost work,
+// not correctness: every action is idempotent (TaskIDs, fences, ErrSettled).
 type Reconciler struct {
 	turns Turns
 	queue *Queue
 	hosts chat.Hosts
 	cfg   ReconcilerConfig
 	log   *slog.Logger
+	lease *lease
 
 	pass        sync.Mutex           // one pass at a time
 	activeSince map[string]time.Time // queued turns whose job runs unclaimed, by turn id
 	totals      Counts               // guarded by pass
+	passes      int                  // guarded by pass
 
-	lc   *lifecycle
-	kick chan struct{} // a pass at once
+	holds  atomic.Bool // whether this reconciler held the lease at its last try
+	gained chan struct{}
+	lc     *lifecycle
+	kick   chan struct{} // a pass at once
+	ctx    context.Context
 }
 
 // NewReconciler returns a Reconciler of turns' jobs in queue, asking hosts
@@ -163,20 +197,72 @@ func NewReconciler(turns Turns, queue *Queue, hosts chat.Hosts, cfg ReconcilerCo
 	return &Reconciler{
 		turns: turns, queue: queue, hosts: hosts, cfg: cfg,
 		log:         cfg.Logger.With(slog.String("component", "reconciler")),
+		lease:       &lease{rdb: queue.rdb, key: reconcilerLeaseKey, holder: cfg.Holder, ttl: cfg.LeaseTTL},
 		activeSince: map[string]time.Time{},
+		gained:      make(chan struct{}, 1),
 		lc:          newLifecycle("worker reconciler"),
 		kick:        make(chan struct{}, 1),
 	}, nil
 }
 
-// Start reconciles every Interval in the background until Stop or until ctx
-// ends. The first pass comes after one Interval; call ReconcileOnce for one
-// at once.
+// Start tries to take the deployment's lease at once, and then reconciles
+// every Interval in the background while it holds it, until Stop or until
+// ctx ends. The first pass comes after one Interval (or as soon as it takes
+// the lease from another holder); call ReconcileOnce for one at once.
 func (r *Reconciler) Start(ctx context.Context) error {
-	return r.lc.start(ctx, nil, r.loop)
+	return r.lc.start(ctx, func(ctx context.Context) error {
+		r.ctx = context.WithoutCancel(ctx)
+		r.tryLease(ctx)
+		return nil
+	}, r.loop)
+}
+
+// Holds reports whether this reconciler held the deployment's lease when it
+// last tried (it tries every LeaseTTL/3 while started).
+func (r *Reconciler) Holds() bool { return r.holds.Load() }
+
+// tryLease takes or renews the lease and reports whether it was taken now.
+func (r *Reconciler) tryLease(ctx context.Context) bool {
+	held, err := r.lease.hold(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.WarnContext(ctx, "reconciler lease", slog.Any("err", err))
+		}
+		// Redis does not answer: nobody can do a pass's work anyway; keep
+		// passing if it held the lease (a pass fails fast without Redis).
+		return false
+	}
+	was := r.holds.Swap(held)
+	if held != was {
+		r.log.InfoContext(ctx, "reconciler lease", slog.Bool("held", held), slog.String("holder", r.cfg.Holder))
+	}
+	return held && !was
+}
+
+// keepLease tries the lease every LeaseTTL/3, and signals gained when it
+// took it from nobody.
+func (r *Reconciler) keepLease(ctx context.Context) {
+	t := time.NewTicker(r.cfg.LeaseTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if r.tryLease(ctx) {
+			select {
+			case r.gained <- struct{}{}:
+			default:
+			}
+		}
+	}
 }
 
 func (r *Reconciler) loop(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { r.keepLease(ctx) })
+	defer wg.Wait()
 	t := time.NewTicker(r.cfg.Interval)
 	defer t.Stop()
 	var followUp <-chan time.Time // a pass once the turns a kicked pass found too young are not
@@ -185,13 +271,19 @@ func (r *Reconciler) loop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-r.gained:
+			// The last holder may have died with turns to take over.
 		case <-followUp:
 			followUp = nil
 		case <-r.kick:
 			// Turns asked just before Redis lost its data are younger than
 			// Grace now; they get their jobs one Grace later, not at the next
-			// Interval.
+			// Interval. The lease went with the data: take it now.
 			followUp = time.After(r.cfg.Grace + 100*time.Millisecond)
+			r.tryLease(ctx)
+		}
+		if !r.holds.Load() {
+			continue
 		}
 		if _, err := r.ReconcileOnce(ctx); err != nil && ctx.Err() == nil {
 			r.log.WarnContext(ctx, "reconcile", slog.Any("err", err))
@@ -199,14 +291,28 @@ func (r *Reconciler) loop(ctx context.Context) {
 	}
 }
 
-// Stop stops the background passes and waits for a running one to end. It is
+// Stop stops the background passes, waits for a running one to end and
+// gives the lease up, so that another reconciler takes it at once. It is
 // safe to call twice, and before Start.
-func (r *Reconciler) Stop() { r.lc.stop(nil, nil) }
+func (r *Reconciler) Stop() {
+	r.lc.stop(nil, func() {
+		if !r.holds.Load() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.ctx, time.Second)
+		defer cancel()
+		if err := r.lease.release(ctx); err != nil {
+			r.log.WarnContext(ctx, "reconciler lease", slog.Any("err", err))
+		}
+		r.holds.Store(false)
+	})
+}
 
 // Kick makes a started Reconciler pass at once (or right after the pass
-// that runs now), and again one Grace later, rather than at its next
-// Interval: the heartbeat kicks it when Redis lost its data, so that lost
-// jobs are enqueued again within moments. It never blocks.
+// that runs now) if it holds the lease or can take it, and again one Grace
+// later, rather than at its next Interval: the heartbeat kicks it when
+// Redis lost its data, so that lost jobs are enqueued again within moments.
+// It never blocks.
 func (r *Reconciler) Kick() {
 	select {
 	case r.kick <- struct{}{}:
@@ -221,14 +327,21 @@ func (r *Reconciler) Totals() Counts {
 	return r.totals
 }
 
-// ReconcileOnce makes one pass over the pending turns and says what it did.
-// It goes on after a turn it cannot reconcile and returns those errors
-// joined.
+// Passes counts the passes made so far.
+func (r *Reconciler) Passes() int {
+	r.pass.Lock()
+	defer r.pass.Unlock()
+	return r.passes
+}
+
+// ReconcileOnce makes one pass over the pending turns and says what it did,
+// whether or not this reconciler holds the lease. It goes on after a turn
+// it cannot reconcile and returns those errors joined.
 func (r *Reconciler) ReconcileOnce(ctx context.Context) (Counts, error) {
 	r.pass.Lock()
 	defer r.pass.Unlock()
 	var c Counts
-	defer func() { r.totals.add(c) }()
+	defer func() { r.totals.add(c); r.passes++ }()
 
 	turns, err := r.turns.PendingTurns(ctx)
 	if err != nil {
@@ -238,7 +351,13 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) (Counts, error) {
 	if err != nil {
 		return c, fmt.Errorf("reconcile: %w", err)
 	}
-	p := &pass{r: r, now: r.cfg.Now(), counts: &c, alive: map[string]bool{}, activeSince: map[string]time.Time{}}
+	// The jobs are read after the turns: a job that a turn read here gets
+	// after this read is one that Grace covers.
+	jobs, err := r.queue.snapshot(ctx, queues)
+	if err != nil {
+		return c, fmt.Errorf("reconcile: %w", err)
+	}
+	p := &pass{r: r, now: r.cfg.Now(), counts: &c, alive: map[string]bool{}, runners: map[string]bool{}, activeSince: map[string]time.Time{}}
 	// Turns are reconciled passConcurrency at a time: after Redis lost its
 	// data every queued turn needs its job again, and one at a time that
 	// took seconds for a few hundred.
@@ -253,7 +372,7 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) (Counts, error) {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			err := p.turn(ctx, queues, t)
+			err := p.turn(ctx, jobs.byTurn[t.ID], t)
 			p.mu.Lock()
 			defer p.mu.Unlock()
 			c.Checked++
@@ -272,33 +391,46 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) (Counts, error) {
 	for _, t := range turns {
 		pending[t.ID] = true
 	}
-	if err := p.sweep(ctx, queues, pending); err != nil {
+	if err := p.sweep(ctx, jobs.archived, pending); err != nil {
+		errs = append(errs, err)
+	}
+	if err := p.restoreLeases(ctx, jobs.orphans); err != nil {
 		errs = append(errs, err)
 	}
 	return c, errors.Join(errs...)
 }
 
-// sweep deletes the archived jobs in queues that no pending turn needs, so
-// that no archived job stays in Redis for good (asynq keeps them without a
-// TTL). A pending turn's archived job is the turn's rules' business.
-func (p *pass) sweep(ctx context.Context, queues []string, pending map[string]bool) error {
+// sweep deletes the archived jobs that no pending turn needs, so that no
+// archived job stays in Redis for good (asynq keeps them without a TTL). A
+// pending turn's archived job is the turn's rules' business.
+func (p *pass) sweep(ctx context.Context, archived []Task, pending map[string]bool) error {
 	var errs []error
-	for _, queue := range queues {
-		tasks, err := p.r.queue.archived(ctx, queue)
+	for _, task := range archived {
+		if pending[task.TurnID] {
+			continue
+		}
+		if err := p.r.queue.DeleteTask(ctx, task); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		p.counts.Swept++
+		p.r.log.InfoContext(ctx, "deleted archived job", slog.String("task", task.ID), slog.String("queue", task.Queue), slog.String("turn", task.TurnID))
+	}
+	return errors.Join(errs...)
+}
+
+// restoreLeases gives the running jobs that have no lease a fresh one.
+func (p *pass) restoreLeases(ctx context.Context, orphans []Task) error {
+	var errs []error
+	for _, task := range orphans {
+		restored, err := p.r.queue.restoreLease(ctx, task, time.Now())
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		for _, task := range tasks {
-			if task.TurnID != "" && pending[task.TurnID] {
-				continue
-			}
-			if err := p.r.queue.DeleteTask(ctx, task); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			p.counts.Swept++
-			p.r.log.InfoContext(ctx, "deleted archived job", slog.String("task", task.ID), slog.String("queue", queue), slog.String("turn", task.TurnID))
+		if restored {
+			p.counts.Leased++
+			p.r.log.InfoContext(ctx, "restored a running job's lease", slog.String("task", task.ID), slog.String("queue", task.Queue), slog.String("turn", task.TurnID))
 		}
 	}
 	return errors.Join(errs...)
@@ -315,6 +447,7 @@ type pass struct {
 	mu          sync.Mutex           // guards what follows: turns are reconciled at once
 	counts      *Counts              // (the sweep after them is alone)
 	alive       map[string]bool      // host -> alive, asked once per pass
+	runners     map[string]bool      // runner -> alive, asked once per pass
 	activeSince map[string]time.Time // carried to the next pass
 }
 
@@ -342,13 +475,27 @@ func (p *pass) hostAlive(ctx context.Context, host string) (bool, error) {
 	return a, nil
 }
 
-func (p *pass) turn(ctx context.Context, queues []string, t chat.Turn) error {
+func (p *pass) runnerAlive(ctx context.Context, runner string) (bool, error) {
+	p.mu.Lock()
+	a, ok := p.runners[runner]
+	p.mu.Unlock()
+	if ok {
+		return a, nil
+	}
+	a, err := p.r.hosts.RunnerAlive(ctx, runner)
+	if err != nil {
+		return false, err
+	}
+	p.mu.Lock()
+	p.runners[runner] = a
+	p.mu.Unlock()
+	return a, nil
+}
+
+// turn reconciles pending turn t, whose jobs the pass's snapshot found.
+func (p *pass) turn(ctx context.Context, tasks []Task, t chat.Turn) error {
 	if t.State.Final() {
 		return nil
-	}
-	tasks, err := p.r.queue.tasksIn(ctx, queues, t.ID)
-	if err != nil {
-		return fmt.Errorf("reconcile turn %s: %w", t.ID, err)
 	}
 	var live, archived []Task
 	for _, task := range tasks {
@@ -359,6 +506,15 @@ func (p *pass) turn(ctx context.Context, queues []string, t chat.Turn) error {
 			archived = append(archived, task)
 		}
 	}
+	if len(archived) > 0 {
+		// The snapshot has their ids; their retries and last error are
+		// read only for the few turns that have one.
+		var err error
+		if archived, err = p.r.queue.withInfo(ctx, archived); err != nil {
+			return fmt.Errorf("reconcile turn %s: %w", t.ID, err)
+		}
+	}
+	var err error
 	if t.State == chat.StateRunning {
 		err = p.running(ctx, t, live, archived)
 	} else {
@@ -425,7 +581,7 @@ func (p *pass) queued(ctx context.Context, t chat.Turn, live, archived []Task) e
 }
 
 func (p *pass) running(ctx context.Context, t chat.Turn, live, archived []Task) error {
-	alive, err := p.r.hosts.RunnerAlive(ctx, t.Runner)
+	alive, err := p.runnerAlive(ctx, t.Runner)
 	if err != nil {
 		return err
 	}

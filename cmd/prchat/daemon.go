@@ -282,6 +282,7 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 			Interval: cfg.ReconcileInterval,
 			Grace:    o.reconcileGrace,
 			Policy:   policy,
+			Holder:   id.Runner(),
 			Logger:   log,
 		}); err != nil {
 			return nil, err
@@ -312,12 +313,15 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 		if err = d.server.Start(run); err != nil {
 			return nil, err
 		}
-		// Reconcile what an earlier run left queued or running, then keep at it.
-		if _, err := d.reconciler.ReconcileOnce(ctx); err != nil {
-			log.WarnContext(ctx, "reconcile at start", slog.Any("err", err))
-		}
+		// The deployment's reconciler (the one holding its lease) reconciles
+		// what an earlier run left queued or running, then keeps at it.
 		if err = d.reconciler.Start(run); err != nil {
 			return nil, err
+		}
+		if d.reconciler.Holds() {
+			if _, err := d.reconciler.ReconcileOnce(ctx); err != nil {
+				log.WarnContext(ctx, "reconcile at start", slog.Any("err", err))
+			}
 		}
 		// Webhook questions exist only where a webhook or a forge is set up;
 		// elsewhere the outbox's poll would be idle work.
