@@ -2,10 +2,13 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/url"
+	"strconv"
+	"strings"
 
-	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -15,11 +18,15 @@ import (
 //	redis://[[user]:password@]host:port[/db][?options]   (plain TCP)
 //	rediss://[[user]:password@]host:port[/db][?options]  (TLS)
 //	unix://[[user]:password@]/path/to/socket[?db=N]
-//	redis-sentinel://[:password@]host:port[,host:port...][?master=name]
+//	redis-sentinel://[[user]:password@]host:port[,host:port...][/db]?master=name[&sentinel_password=...]
 //
 // The query options of redis://, rediss:// and unix:// are go-redis's
-// (dial_timeout, pool_size, ...). One client serves the Queue, Hosts,
-// Heartbeat and Server of a process; its owner closes it.
+// (dial_timeout, pool_size, ...). A redis-sentinel:// URL names the
+// sentinels and the master's name: the client asks the sentinels where the
+// master is, and again when it fails over; its user and password are the
+// master's (and its replicas'), sentinel_username and sentinel_password
+// those of the sentinels, if they have any. One client serves the Queue,
+// Hosts, Heartbeat and Server of a process; its owner closes it.
 func NewRedisClient(rawURL string) (redis.UniversalClient, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -33,18 +40,53 @@ func NewRedisClient(rawURL string) (redis.UniversalClient, error) {
 		}
 		return redis.NewClient(opt), nil
 	case "redis-sentinel":
-		opt, err := asynq.ParseRedisURI(rawURL)
+		opt, err := parseSentinelURL(u)
 		if err != nil {
 			return nil, fmt.Errorf("parse redis url %s: %w", u.Redacted(), err)
 		}
-		c, ok := opt.MakeRedisClient().(redis.UniversalClient)
-		if !ok {
-			return nil, fmt.Errorf("parse redis url %s: unsupported connection", u.Redacted())
-		}
-		return c, nil
+		return redis.NewFailoverClient(opt), nil
 	default:
 		return nil, fmt.Errorf("redis url %s: unsupported scheme %q (want redis, rediss, unix or redis-sentinel)", u.Redacted(), u.Scheme)
 	}
+}
+
+// parseSentinelURL reads a redis-sentinel:// URL (see NewRedisClient).
+// asynq's parser of the same scheme is not used: it takes the password for
+// the sentinels' and gives the master none, and drops the database.
+func parseSentinelURL(u *url.URL) (*redis.FailoverOptions, error) {
+	opt := &redis.FailoverOptions{}
+	for addr := range strings.SplitSeq(u.Host, ",") {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("sentinel address %q is not host:port", addr)
+		}
+		opt.SentinelAddrs = append(opt.SentinelAddrs, addr)
+	}
+	if u.User != nil {
+		opt.Username = u.User.Username()
+		opt.Password, _ = u.User.Password()
+	}
+	if db := strings.Trim(u.Path, "/"); db != "" {
+		n, err := strconv.Atoi(db)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("database %q is not a number", db)
+		}
+		opt.DB = n
+	}
+	q := u.Query()
+	for k := range q {
+		switch k {
+		case "master", "sentinel_username", "sentinel_password":
+		default:
+			return nil, fmt.Errorf("unknown option %q (want master, sentinel_username or sentinel_password)", k)
+		}
+	}
+	opt.MasterName = q.Get("master")
+	opt.SentinelUsername = q.Get("sentinel_username")
+	opt.SentinelPassword = q.Get("sentinel_password")
+	if opt.MasterName == "" {
+		return nil, errors.New("no master name (?master=...)")
+	}
+	return opt, nil
 }
 
 // OpenRedis returns a Redis client for rawURL (see NewRedisClient) once the

@@ -1,10 +1,13 @@
 package worker
 
 import (
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	gocmp "github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -33,12 +36,42 @@ func TestNewRedisClient(t *testing.T) {
 		}
 		_ = c.Close()
 	}
-	if c, err := NewRedisClient("redis-sentinel://:pw@10.0.0.1:26379,10.0.0.2:26379?master=mymaster"); err != nil {
-		t.Errorf("sentinel url: %v", err)
-	} else {
+	for _, tc := range []struct {
+		url  string
+		want redis.FailoverOptions
+	}{
+		{url: "redis-sentinel://10.0.0.1:26379?master=mymaster", want: redis.FailoverOptions{MasterName: "mymaster", SentinelAddrs: []string{"10.0.0.1:26379"}}},
+		{url: "redis-sentinel://:pw@10.0.0.1:26379,10.0.0.2:26379,s3.internal:26380/3?master=m&sentinel_password=spw", want: redis.FailoverOptions{
+			MasterName: "m", SentinelAddrs: []string{"10.0.0.1:26379", "10.0.0.2:26379", "s3.internal:26380"}, Password: "pw", DB: 3, SentinelPassword: "spw",
+		}},
+		{url: "redis-sentinel://app:pw@s1:26379?master=m&sentinel_username=watch", want: redis.FailoverOptions{
+			MasterName: "m", SentinelAddrs: []string{"s1:26379"}, Username: "app", Password: "pw", SentinelUsername: "watch",
+		}},
+	} {
+		u, err := url.Parse(tc.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := parseSentinelURL(u)
+		if err != nil {
+			t.Errorf("%s: %v", tc.url, err)
+			continue
+		}
+		if diff := gocmp.Diff(tc.want, *got, cmpopts.IgnoreUnexported(redis.FailoverOptions{})); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.url, diff)
+		}
+		c, err := NewRedisClient(tc.url)
+		if err != nil {
+			t.Errorf("%s: %v", tc.url, err)
+			continue
+		}
+		if db := redisDB(c); db != tc.want.DB {
+			t.Errorf("%s: client selects database %d, want %d", tc.url, db, tc.want.DB)
+		}
 		_ = c.Close()
 	}
-	for _, bad := range []string{"http://:s3cret@h:1/0", "redis://:s3cret@h:1/notadb", "::"} {
+	for _, bad := range []string{"http://:s3cret@h:1/0", "redis://:s3cret@h:1/notadb", "::",
+		"redis-sentinel://:s3cret@h:26379", "redis-sentinel://:s3cret@h?master=m", "redis-sentinel://:s3cret@h:1/x?master=m", "redis-sentinel://:s3cret@h:1?master=m&pool=3"} {
 		_, err := NewRedisClient(bad)
 		if err == nil {
 			t.Errorf("%s: accepted", bad)

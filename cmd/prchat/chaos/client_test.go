@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"slices"
@@ -305,6 +306,65 @@ func (c *cluster) ask(delay time.Duration) (*turn, int, error) {
 		return nil, status, err
 	}
 	return &turn{token: token, conv: out.Conversation.ID, acceptedAt: time.Now()}, status, nil
+}
+
+// askLog is what askAtRate did: every ask, the turns accepted, and the
+// polls of accepted turns by status.
+type askLog struct {
+	asks     []askRecord
+	accepted []*turn
+	polls    map[string]int
+}
+
+// askRecord is one ask: when it was sent, the status it got (0: no answer)
+// and its turn if accepted.
+type askRecord struct {
+	at     time.Time
+	status int
+	turn   *turn
+}
+
+// askAtRate asks rate questions a second until end (each turn's model
+// calls taking delay), and with each ask polls a turn accepted earlier, as
+// a waiting client does. It returns once every request has been answered.
+func (c *cluster) askAtRate(rate int, end time.Time, delay time.Duration) *askLog {
+	var (
+		mu  sync.Mutex
+		log = &askLog{polls: map[string]int{}}
+		wg  sync.WaitGroup
+	)
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	defer tick.Stop()
+	for now := range tick.C {
+		if now.After(end) {
+			break
+		}
+		wg.Go(func() {
+			tr, status, _ := c.ask(delay)
+			mu.Lock()
+			defer mu.Unlock()
+			log.asks = append(log.asks, askRecord{at: now, status: status, turn: tr})
+			if tr != nil {
+				log.accepted = append(log.accepted, tr)
+			}
+		})
+		mu.Lock()
+		var tr *turn
+		if len(log.accepted) > 0 {
+			tr = log.accepted[rand.IntN(len(log.accepted))]
+		}
+		mu.Unlock()
+		if tr != nil {
+			wg.Go(func() {
+				status, _ := c.http.do("GET", c.turnURL(tr), nil, http.StatusOK, nil)
+				mu.Lock()
+				log.polls[fmt.Sprint(status)]++
+				mu.Unlock()
+			})
+		}
+	}
+	wg.Wait()
+	return log
 }
 
 // mustAsk asks n questions and fails the test if one is refused.

@@ -27,6 +27,7 @@ type clusterConfig struct {
 	apis        int           // API processes; default 1
 	concurrency int           // turns a worker runs at once; default 4
 	grace       time.Duration // PRCHAT_SHUTDOWN_GRACE of the workers; 0: their default
+	sentinel    bool          // Redis is a master, a replica and three sentinels
 }
 
 // cluster is one prchat deployment under test: a database of its own on
@@ -38,8 +39,11 @@ type cluster struct {
 	cfg   clusterConfig
 	dir   string
 	dbURL string
-	redis *redisServer
-	repo  agentsessiontest.Repo
+	redis *redisServer // the Redis master (at the start, with sentinel)
+	// sentinel is the Sentinel deployment of a cluster with clusterConfig.sentinel.
+	sentinel *sentinels
+	redisURL string // PRCHAT_REDIS_URL of its processes
+	repo     agentsessiontest.Repo
 
 	apis    []*proc
 	workers []*proc
@@ -78,10 +82,19 @@ func newCluster(t *testing.T, name string, cfg clusterConfig) *cluster {
 	if c.dbURL, err = lab.pg.createDatabase(ctx, "chaos_"+name); err != nil {
 		t.Fatal(err)
 	}
-	if c.redis, err = startRedis(c.dir); err != nil {
-		t.Fatal(err)
+	if cfg.sentinel {
+		if c.sentinel, err = startSentinels(c.dir); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.sentinel.close)
+		c.redis, c.redisURL = c.sentinel.master, c.sentinel.url()
+	} else {
+		if c.redis, err = startRedis(c.dir); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.redis.close)
+		c.redisURL = c.redis.url()
 	}
-	t.Cleanup(c.redis.close)
 	c.http = newClient(c.forbidden())
 	c.repo = agentsessiontest.NewRepo(t,
 		map[string]string{"settings/settings.go": "package settings\n\n// Load reads the file.\nfunc Load(path string) error {\n\treturn nil\n}\n"},
@@ -133,7 +146,7 @@ func (c *cluster) newProc(name, role, id string) *proc {
 		"PRCHAT_LISTEN":          addr,
 		"PRCHAT_DATA_DIR":        dataDir,
 		"PRCHAT_DATABASE_URL":    c.dbURL,
-		"PRCHAT_REDIS_URL":       c.redis.url(),
+		"PRCHAT_REDIS_URL":       c.redisURL,
 		"PRCHAT_OPENAI_BASE_URL": lab.model.URL,
 		"PRCHAT_OPENAI_API_KEY":  p.key,
 		"PRCHAT_OPENAI_MODEL":    "chaos-model",
@@ -292,6 +305,12 @@ func (c *cluster) forbidden() []string {
 		"postgres", dbUser, "sslmode", "sqlstate", "pgx", "gorm", "dial tcp", "connection refused", "redis://",
 		"chaos_" + c.name, "chaos-secret-key", "sk-chaos-",
 		lab.bin, lab.pg.dir, c.dir,
+	}
+	if c.sentinel != nil {
+		f = append(f, "redis-sentinel://", c.sentinel.password)
+		for _, r := range append([]*redisServer{c.sentinel.replica}, c.sentinel.sentinels...) {
+			f = append(f, r.addr(), fmt.Sprintf(":%d", r.port))
+		}
 	}
 	return f
 }

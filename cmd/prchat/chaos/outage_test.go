@@ -4,9 +4,7 @@ package chaos
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 )
@@ -26,20 +24,6 @@ const (
 func TestDatabaseOutage(t *testing.T) {
 	c := newCluster(t, "outage", clusterConfig{concurrency: 16})
 
-	type ask struct {
-		at     time.Time
-		status int // 0: no answer
-		turn   *turn
-	}
-	var (
-		mu       sync.Mutex
-		asks     []ask
-		accepted []*turn
-		polls    = map[string]int{}
-		wg       sync.WaitGroup
-	)
-	start := time.Now()
-	end := start.Add(outageBefore + outageFor + outageAfter)
 	var downAt, upAt time.Time
 	outage := make(chan struct{})
 	go func() {
@@ -53,39 +37,9 @@ func TestDatabaseOutage(t *testing.T) {
 		}
 		upAt = time.Now()
 	}()
-	tick := time.NewTicker(time.Second / outageRate)
-	for now := range tick.C {
-		if now.After(end) {
-			break
-		}
-		wg.Go(func() {
-			tr, status, _ := c.ask(1500 * time.Millisecond)
-			mu.Lock()
-			defer mu.Unlock()
-			asks = append(asks, ask{at: now, status: status, turn: tr})
-			if tr != nil {
-				accepted = append(accepted, tr)
-			}
-		})
-		// A poll of a turn asked earlier, as a waiting client does.
-		mu.Lock()
-		var tr *turn
-		if len(accepted) > 0 {
-			tr = accepted[rand.IntN(len(accepted))]
-		}
-		mu.Unlock()
-		if tr != nil {
-			wg.Go(func() {
-				status, _ := c.http.do("GET", c.turnURL(tr), nil, http.StatusOK, nil)
-				mu.Lock()
-				polls[fmt.Sprint(status)]++
-				mu.Unlock()
-			})
-		}
-	}
-	tick.Stop()
-	wg.Wait()
+	log := c.askAtRate(outageRate, time.Now().Add(outageBefore+outageFor+outageAfter), 1500*time.Millisecond)
 	<-outage
+	asks, accepted, polls := log.asks, log.accepted, log.polls
 
 	c.settle(accepted, time.Now().Add(2*time.Minute))
 	c.verify(t, "Postgres stopped for 10s", accepted)

@@ -199,46 +199,68 @@ func (p *postgres) createDatabase(ctx context.Context, name string) (string, err
 	return p.url(name), nil
 }
 
-// redisServer is a redis-server of the suite's own, kept in memory only.
+// redisServer is a redis-server (or redis-sentinel) of the suite's own,
+// kept in memory only.
 type redisServer struct {
-	port   int
-	cmd    *exec.Cmd
-	exited chan struct{}
-	client *redis.Client
+	port     int
+	password string
+	cmd      *exec.Cmd
+	exited   chan struct{}
+	client   *redis.Client
 }
 
 func startRedis(dir string) (*redisServer, error) {
-	bin, err := exec.LookPath("redis-server")
+	return startRedisServer(dir, "redis", "")
+}
+
+// startRedisServer starts a redis-server on a free port, logging to
+// <name>.log in dir, requiring password (if not empty; also to replicate
+// from its master) and with the extra arguments extra (--replicaof ...).
+func startRedisServer(dir, name, password string, extra ...string) (*redisServer, error) {
+	return launchRedis(dir, name, "redis-server", password, func(port string) []string {
+		argv := []string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir}
+		if password != "" {
+			argv = append(argv, "--requirepass", password, "--masterauth", password)
+		}
+		return append(argv, extra...)
+	})
+}
+
+// launchRedis runs bin (redis-server or redis-sentinel) with the arguments
+// args gives for a free port, and waits until it answers a PING (with
+// password, if not empty).
+func launchRedis(dir, name, bin, password string, args func(port string) []string) (*redisServer, error) {
+	path, err := exec.LookPath(bin)
 	if err != nil {
-		return nil, errors.New("no redis-server on PATH: install redis-server")
+		return nil, fmt.Errorf("no %s on PATH: install it (Debian: apt-get install %s)", bin, bin)
 	}
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
 	_, port, _ := net.SplitHostPort(addr)
-	r := &redisServer{}
+	r := &redisServer{password: password}
 	r.port, _ = strconv.Atoi(port)
-	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
+	cmd := exec.Command(path, args(port)...)
 	cmd.Dir = dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	logf, err := os.Create(filepath.Join(dir, "redis.log"))
+	logf, err := os.Create(filepath.Join(dir, name+".log"))
 	if err != nil {
 		return nil, err
 	}
 	defer logf.Close()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start redis-server: %w", err)
+		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
 	r.cmd, r.exited = cmd, make(chan struct{})
 	go func() { _ = cmd.Wait(); close(r.exited) }()
-	r.client = redis.NewClient(&redis.Options{Addr: addr})
+	r.client = redis.NewClient(&redis.Options{Addr: addr, Password: password})
 	deadline := time.Now().Add(10 * time.Second)
 	for r.client.Ping(context.Background()).Err() != nil {
 		if time.Now().After(deadline) {
 			r.close()
-			return nil, errors.New("redis-server did not answer within 10s")
+			return nil, fmt.Errorf("%s (%s) did not answer within 10s", name, bin)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -246,6 +268,9 @@ func startRedis(dir string) (*redisServer, error) {
 }
 
 func (r *redisServer) url() string { return fmt.Sprintf("redis://127.0.0.1:%d/0", r.port) }
+
+// addr is the server's host:port.
+func (r *redisServer) addr() string { return fmt.Sprintf("127.0.0.1:%d", r.port) }
 
 func (r *redisServer) close() {
 	_ = r.client.Close()
