@@ -2,7 +2,7 @@
 
 GO ?= go
 
-.PHONY: test test-bench test-chaos build lint serve
+.PHONY: test test-bench test-chaos test-pgbouncer build lint serve
 
 # test runs every test: the embedded SQLite and Redis by default, the real
 # Postgres and Redis when PRCHAT_TEST_DATABASE_URL / PRCHAT_TEST_REDIS_URL are set.
@@ -14,6 +14,11 @@ test:
 # daemons for a while; .ci/run runs it after test).
 test-bench:
 	PRCHAT_TEST_BENCH=1 $(GO) test -count=1 -timeout 10m -run '^TestBench(Running)?$$' ./cmd/prchat
+
+# test-pgbouncer runs the store's suite through a PgBouncer (transaction
+# pooling) in front of PRCHAT_TEST_DATABASE_URL's Postgres.
+test-pgbouncer:
+	.ci/with-pgbouncer $(GO) test -count=1 -timeout 10m ./store/...
 
 # test-chaos runs the fault-injection suite (cmd/prchat/chaos): its own
 # Postgres and Redis, prchat processes it kills, stalls, stops and flushes.

@@ -4,9 +4,9 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"hash/fnv"
 	"io/fs"
 	"log/slog"
+	"time"
 
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
@@ -19,7 +19,8 @@ var migrations embed.FS
 
 // Migrate applies the migrations the database has not seen yet. It is safe
 // to call on an up-to-date database, and on Postgres from several processes
-// at once: they take turns on an advisory lock of the current schema.
+// at once: they take turns on a lock row in the table prchat_migrate_lock of
+// the current schema.
 func (s *Store) Migrate(ctx context.Context) error {
 	fsys, err := fs.Sub(migrations, "migrations/"+s.dialect)
 	if err != nil {
@@ -43,18 +44,21 @@ func (s *Store) Migrate(ctx context.Context) error {
 		if schema == nil {
 			return fmt.Errorf("migrate postgres: no schema of the search_path exists")
 		}
-		// One lock per schema, so that migrators of different schemas (tests
-		// run each in its own) do not wait for each other.
-		h := fnv.New64a()
-		h.Write([]byte("prchat migrate " + *schema))
-		locker, err := lock.NewPostgresSessionLocker(
-			lock.WithLockID(int64(h.Sum64())),
-			lock.WithLockTimeout(1, 300),
+		// A lock row in a table of the schema rather than a session's
+		// advisory lock: behind PgBouncer in transaction pooling a session
+		// lock is taken on one server connection and released on another
+		// (or never). Migrators of different schemas (tests run each in its
+		// own) do not wait for each other; one that dies frees the lock when
+		// its lease (30s) runs out.
+		locker, err := lock.NewPostgresTableLocker(
+			lock.WithTableName("prchat_migrate_lock"),
+			lock.WithTableLockTimeout(100*time.Millisecond, 3000), // 5 minutes
+			lock.WithTableLogger(s.log),
 		)
 		if err != nil {
 			return fmt.Errorf("migrate postgres: %w", err)
 		}
-		opts = append(opts, goose.WithSessionLocker(locker))
+		opts = append(opts, goose.WithLocker(locker))
 	}
 	p, err := goose.NewProvider(dialect, pool, fsys, opts...)
 	if err != nil {

@@ -3,12 +3,21 @@
 // temporary directory, and Postgres when PRCHAT_TEST_DATABASE_URL names one
 // (each test then gets a schema of its own, dropped when it ends).
 //
+// When PRCHAT_TEST_PGBOUNCER_URL also names a PgBouncer in front of that
+// Postgres server, the tests reach Postgres through it: each test then
+// gets a role of its own too, whose default search_path is its schema (a
+// PgBouncer before 1.20 refuses search_path among the startup parameters,
+// and a SET would not outlive a transaction in transaction pooling). That
+// PgBouncer looks the roles up with auth_query (SCRAM), as
+// .ci/pgbouncer.ini sets it up.
+//
 // Use New in the tests of packages that just need a store, and Each to run
 // a test against every available database, as the store's own suite does.
 package storetest
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -24,6 +33,13 @@ import (
 // tests may use, e.g.
 // postgres://postgres@127.0.0.1:5432/test?sslmode=disable.
 const EnvDatabaseURL = "PRCHAT_TEST_DATABASE_URL"
+
+// EnvPgBouncerURL is the environment variable naming a PgBouncer in front
+// of the Postgres server of EnvDatabaseURL, with the database to use and
+// the options of prchat's connections through it, e.g.
+// postgres://127.0.0.1:6432/test?sslmode=disable&default_query_exec_mode=exec;
+// the user and password are each test's own.
+const EnvPgBouncerURL = "PRCHAT_TEST_PGBOUNCER_URL"
 
 // maxOpenConns keeps each test's pool small: many tests run at once
 // against one Postgres server.
@@ -86,7 +102,10 @@ func NewPostgres(t testing.TB, databaseURL string) *store.Store {
 
 // PostgresURL returns databaseURL with its search_path set to a new, empty
 // schema of the test's own, dropped when the test ends: for a test that
-// hands a database to a whole daemon, which migrates it itself.
+// hands a database to a whole daemon, which migrates it itself. When
+// databaseURL is PRCHAT_TEST_DATABASE_URL's and PRCHAT_TEST_PGBOUNCER_URL
+// is set, it returns a URL through that PgBouncer instead, as a role of the
+// test's own whose default search_path is the schema.
 func PostgresURL(t testing.TB, databaseURL string) string {
 	t.Helper()
 	u, err := url.Parse(databaseURL)
@@ -94,29 +113,56 @@ func PostgresURL(t testing.TB, databaseURL string) string {
 		t.Fatalf("storetest: parse %s: %v", EnvDatabaseURL, err)
 	}
 	schema := "prchat_test_" + strings.ReplaceAll(uuid.NewString(), "-", "")
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	// The schema is made and dropped on a connection whose search_path
-	// names it before it exists, which Postgres allows.
-	exec := func(sql string) error {
+	bouncer := os.Getenv(EnvPgBouncerURL)
+	if bouncer == "" || databaseURL != os.Getenv(EnvDatabaseURL) {
+		q := u.Query()
+		q.Set("search_path", schema)
+		u.RawQuery = q.Encode()
+		// The schema is made and dropped on a connection whose search_path
+		// names it before it exists, which Postgres allows.
+		setup(t, u.String(), []string{`CREATE SCHEMA ` + schema}, []string{`DROP SCHEMA ` + schema + ` CASCADE`})
+		return u.String()
+	}
+	b, err := url.Parse(bouncer)
+	if err != nil {
+		t.Fatalf("storetest: parse %s: %v", EnvPgBouncerURL, err)
+	}
+	password := strings.ReplaceAll(uuid.NewString(), "-", "")
+	setup(t, databaseURL, []string{
+		`CREATE ROLE ` + schema + ` LOGIN PASSWORD '` + password + `'`,
+		`CREATE SCHEMA ` + schema + ` AUTHORIZATION ` + schema,
+		`ALTER ROLE ` + schema + ` SET search_path = ` + schema,
+	}, []string{`DROP SCHEMA ` + schema + ` CASCADE`, `DROP ROLE ` + schema})
+	b.User = url.UserPassword(schema, password)
+	return b.String()
+}
+
+// setup runs the statements up on the database at databaseURL now, and
+// down when the test ends.
+func setup(t testing.TB, databaseURL string, up, down []string) {
+	t.Helper()
+	exec := func(stmts []string) error {
 		ctx := context.Background()
-		s, err := store.Open(ctx, store.Config{DatabaseURL: u.String(), MaxOpenConns: 1})
+		s, err := store.Open(ctx, store.Config{DatabaseURL: databaseURL, MaxOpenConns: 1})
 		if err != nil {
 			return err
 		}
 		defer s.Close()
-		return s.DB().WithContext(ctx).Exec(sql).Error
+		for _, stmt := range stmts {
+			if err := s.DB().WithContext(ctx).Exec(stmt).Error; err != nil {
+				return fmt.Errorf("%s: %w", strings.Fields(stmt)[0]+" "+strings.Fields(stmt)[1], err)
+			}
+		}
+		return nil
 	}
-	if err := exec(`CREATE SCHEMA ` + schema); err != nil {
-		t.Fatalf("storetest: create schema %s: %v", schema, err)
+	if err := exec(up); err != nil {
+		t.Fatalf("storetest: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := exec(`DROP SCHEMA ` + schema + ` CASCADE`); err != nil {
-			t.Errorf("storetest: drop schema %s: %v", schema, err)
+		if err := exec(down); err != nil {
+			t.Errorf("storetest: %v", err)
 		}
 	})
-	return u.String()
 }
 
 func open(t testing.TB, cfg store.Config) *store.Store {
