@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -291,20 +293,87 @@ func isRepo(path string) bool {
 
 // remoteGit is the git that clones and fetches repo: with the repository's
 // credentials (Config.Credentials, which decides for which hosts) as an
-// Authorization header, for an http(s) CloneURL only.
+// Authorization header, for an http(s) CloneURL only; and, unless
+// Config.ClonePrivate, only after the URL's host was resolved and found to
+// be no loopback, link-local or private address (chat.CheckCloneHost),
+// right before git connects. For http(s) git is then pinned to the
+// addresses checked (http.curloptResolve) and follows no redirect, so a
+// name that resolves elsewhere for git than for the check (DNS rebinding),
+// or a redirect, cannot lead it to a private address. ssh and git:// are
+// checked, not pinned: git's ssh resolves the name itself (see the README).
 func (w *Workspaces) remoteGit(ctx context.Context, repo chat.Repository) (Git, error) {
-	if w.creds == nil || !(strings.HasPrefix(repo.CloneURL, "https://") || strings.HasPrefix(repo.CloneURL, "http://")) {
-		return w.git, nil
+	var config []string // key, value pairs for GIT_CONFIG_*
+	if !w.clonePrivate {
+		ep, addrs, err := chat.CheckCloneHost(ctx, w.resolver, repo.CloneURL)
+		var unresolved *chat.ErrUnresolved
+		switch {
+		case errors.As(err, &unresolved):
+			if !proxied(ep) {
+				return Git{}, &chat.Error{Code: chat.CodeNeedsClone, Message: fmt.Sprintf("cannot look up the host of %s's clone URL", repo.Name), Err: err}
+			}
+			// Behind a proxy only the proxy may resolve names: it connects.
+		case err != nil:
+			return Git{}, &chat.Error{Code: chat.CodeNeedsClone, Message: fmt.Sprintf("the clone URL of %s leads to a private address: %s", repo.Name, chat.ErrorMessage(err)), Err: err}
+		case len(addrs) > 0 && (ep.Scheme == "https" || ep.Scheme == "http"):
+			config = append(config, pin(ep, addrs)...)
+		}
 	}
-	user, password, err := w.creds(ctx, repo)
-	if err != nil {
-		return Git{}, &chat.Error{Code: chat.CodeNeedsClone, Message: fmt.Sprintf("cannot get the credentials to fetch %s", repo.Name), Err: err}
+	if w.creds != nil && (strings.HasPrefix(repo.CloneURL, "https://") || strings.HasPrefix(repo.CloneURL, "http://")) {
+		user, password, err := w.creds(ctx, repo)
+		if err != nil {
+			return Git{}, &chat.Error{Code: chat.CodeNeedsClone, Message: fmt.Sprintf("cannot get the credentials to fetch %s", repo.Name), Err: err}
+		}
+		if user != "" {
+			basic := base64.StdEncoding.EncodeToString([]byte(user + ":" + password))
+			config = append(config, "http.extraHeader", "Authorization: Basic "+basic)
+		}
 	}
-	if user == "" {
-		return w.git, nil
+	return withConfig(w.git, config), nil
+}
+
+// pin is the git configuration (key, value pairs) that makes git's HTTP
+// connect to ep only at addrs, and follow no redirect elsewhere.
+func pin(ep chat.CloneEndpoint, addrs []netip.Addr) []string {
+	pinned := make([]string, len(addrs))
+	for i, a := range addrs {
+		pinned[i] = a.Unmap().String()
+		if a.Unmap().Is6() {
+			pinned[i] = "[" + pinned[i] + "]"
+		}
 	}
-	g := w.git
-	basic := base64.StdEncoding.EncodeToString([]byte(user + ":" + password))
-	g.Env = append(slices.Clone(g.Env), "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=http.extraHeader", "GIT_CONFIG_VALUE_0=Authorization: Basic "+basic)
-	return g, nil
+	return []string{"http.curloptResolve", ep.Host + ":" + ep.Port + ":" + strings.Join(pinned, ","), "http.followRedirects", "false"}
+}
+
+// withConfig returns g with config (key, value pairs) set through
+// GIT_CONFIG_* variables, which git never prints.
+func withConfig(g Git, config []string) Git {
+	if len(config) == 0 {
+		return g
+	}
+	g.Env = slices.Clone(g.Env)
+	g.Env = append(g.Env, "GIT_CONFIG_COUNT="+strconv.Itoa(len(config)/2))
+	for i := 0; i < len(config); i += 2 {
+		g.Env = append(g.Env, fmt.Sprintf("GIT_CONFIG_KEY_%d=%s", i/2, config[i]), fmt.Sprintf("GIT_CONFIG_VALUE_%d=%s", i/2, config[i+1]))
+	}
+	return g
+}
+
+// proxied reports whether git reaches ep through a proxy of the
+// environment (which then resolves its name).
+func proxied(ep chat.CloneEndpoint) bool {
+	names := []string{"ALL_PROXY", "all_proxy"}
+	switch ep.Scheme {
+	case "https":
+		names = append(names, "HTTPS_PROXY", "https_proxy")
+	case "http":
+		names = append(names, "http_proxy", "HTTP_PROXY")
+	default:
+		return false
+	}
+	for _, n := range names {
+		if os.Getenv(n) != "" {
+			return true
+		}
+	}
+	return false
 }

@@ -39,6 +39,12 @@ type Config struct {
 	// when it clones or fetches a repository's https CloneURL; an empty
 	// user means none (a forge's token for a private repository).
 	Credentials func(ctx context.Context, repo chat.Repository) (user, password string, err error)
+	// ClonePrivate lets git clone and fetch from hosts that resolve to
+	// loopback, link-local or private addresses (PRCHAT_CLONE_ALLOW_PRIVATE);
+	// otherwise each clone and fetch checks the host first (remoteGit).
+	ClonePrivate bool
+	// Resolver looks up clone hosts; default net.DefaultResolver.
+	Resolver chat.Resolver
 }
 
 func (c *Config) validate() error {
@@ -72,13 +78,15 @@ func (c *Config) validate() error {
 // ClonePath that lacks the commit falls back to the mirror when there is a
 // CloneURL.
 type Workspaces struct {
-	git    Git
-	log    *slog.Logger
-	runs   string // DataDir/runs
-	clones string // DataDir/clones
-	local  string // DataDir/local
-	lines  *lineCache
-	creds  func(ctx context.Context, repo chat.Repository) (string, string, error)
+	git          Git
+	log          *slog.Logger
+	runs         string // DataDir/runs
+	clones       string // DataDir/clones
+	local        string // DataDir/local
+	lines        *lineCache
+	creds        func(ctx context.Context, repo chat.Repository) (string, string, error)
+	clonePrivate bool
+	resolver     chat.Resolver
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex // per clone: worktree add/remove, clone, fetch
@@ -107,6 +115,9 @@ func NewWorkspaces(cfg Config) (*Workspaces, error) {
 		lines:  newLineCache(cmp.Or(cfg.LineCacheSize, 4096)),
 		locks:  map[string]*sync.Mutex{},
 		creds:  cfg.Credentials,
+
+		clonePrivate: cfg.ClonePrivate,
+		resolver:     cfg.Resolver,
 	}, nil
 }
 

@@ -430,6 +430,19 @@ func TestRegistrationChecks(t *testing.T) {
 		{"https", map[string]any{"clone_url": "https://example.com/acme/x.git"}, 201, ""},
 		{"ssh", map[string]any{"clone_url": "ssh://git@example.com/acme/x.git"}, 201, ""},
 		{"scp-like", map[string]any{"clone_url": "git@example.com:acme/x.git"}, 201, ""},
+		// Hosts that resolve to addresses of this host or its network.
+		{"loopback", map[string]any{"clone_url": "https://127.0.0.1/acme/x.git"}, 400, "PRCHAT_CLONE_ALLOW_PRIVATE"},
+		{"loopback of 127.0.0.0-8", map[string]any{"clone_url": "https://127.1.2.3:8443/acme/x.git"}, 400, "PRCHAT_CLONE_ALLOW_PRIVATE"},
+		{"localhost", map[string]any{"clone_url": "https://localhost/acme/x.git"}, 400, "PRCHAT_CLONE_ALLOW_PRIVATE"},
+		{"cloud metadata", map[string]any{"clone_url": "https://169.254.169.254/latest/meta-data"}, 400, "PRCHAT_CLONE_ALLOW_PRIVATE"},
+		{"private ssh", map[string]any{"clone_url": "ssh://git@10.0.0.7/acme/x.git"}, 400, "PRCHAT_CLONE_ALLOW_PRIVATE"},
+		{"private scp-like", map[string]any{"clone_url": "git@192.168.1.20:acme/x.git"}, 400, "PRCHAT_CLONE_ALLOW_PRIVATE"},
+		{"IPv6 loopback", map[string]any{"clone_url": "https://[::1]/acme/x.git"}, 400, "PRCHAT_CLONE_ALLOW_PRIVATE"},
+		{"IPv4 mapped in IPv6", map[string]any{"clone_url": "https://[::ffff:169.254.169.254]/x.git"}, 400, "PRCHAT_CLONE_ALLOW_PRIVATE"},
+		{"unique local IPv6", map[string]any{"clone_url": "ssh://git@[fd00::1]/x.git"}, 400, "PRCHAT_CLONE_ALLOW_PRIVATE"},
+		{"unspecified", map[string]any{"clone_url": "https://0.0.0.0/x.git"}, 400, "PRCHAT_CLONE_ALLOW_PRIVATE"},
+		{"public address", map[string]any{"clone_url": "https://140.82.112.3/acme/x.git"}, 201, ""},
+		{"public IPv6 address", map[string]any{"clone_url": "https://[2606:50c0:8000::153]/acme/x.git"}, 201, ""},
 	} {
 		c.body["name"] = "acme/" + strings.ReplaceAll(c.name, " ", "-")
 		r := f.c.send(t, "POST", "/api/v1/repos", c.body)
@@ -470,6 +483,9 @@ func TestReviewChecks(t *testing.T) {
 		{"claude session not a uuid", map[string]any{"head_sha": f.repo.Head(), "backend": "claude-code", "session_id": "../../etc"}, 400, "session_id"},
 		{"codex session not a uuid", map[string]any{"head_sha": f.repo.Head(), "backend": "codex", "session_id": "latest"}, 400, "session_id"},
 		{"relative run dir", map[string]any{"head_sha": f.repo.Head(), "run_dir": "runs/x"}, 400, "run_dir must be an absolute path"},
+		{"session host a path", map[string]any{"head_sha": f.repo.Head(), "session_host": "../../x\n"}, 400, "session_host must be a worker id"},
+		{"session host with a space", map[string]any{"head_sha": f.repo.Head(), "session_host": "build box"}, 400, "session_host must be a worker id"},
+		{"session host a queue name", map[string]any{"head_sha": f.repo.Head(), "session_host": "host:x"}, 400, "session_host must be a worker id"},
 	} {
 		r := f.c.send(t, "POST", pr, c.body)
 		if r.status != c.status || !strings.Contains(string(r.body), c.msg) {
@@ -487,7 +503,7 @@ func TestReviewChecks(t *testing.T) {
 		BaseSHA string `json:"base_sha"`
 	}
 	f.do("POST", pr, map[string]any{"head_sha": f.repo.Head()[:10], "base_sha": f.repo.Commits[0][:8], "backend": "claude-code",
-		"session_id": "0b7c6a3e-7a8f-4c1e-9a3e-2f1d5c9b8a71", "run_dir": f.repo.Dir}, http.StatusCreated, &r)
+		"session_id": "0b7c6a3e-7a8f-4c1e-9a3e-2f1d5c9b8a71", "session_host": "build-7.ci_pool.example", "run_dir": f.repo.Dir}, http.StatusCreated, &r)
 	if r.HeadSHA != f.repo.Head() || r.BaseSHA != f.repo.Commits[0] {
 		t.Errorf("stored commits %s, %s; want the full ids", r.HeadSHA, r.BaseSHA)
 	}

@@ -119,6 +119,10 @@ func CheckRepoName(name string) error {
 	return nil
 }
 
+// workerIDPattern is a worker id (PRCHAT_WORKER_ID, by default a host
+// name), as a review's session_host names one.
+var workerIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,253}$`)
+
 // Validate checks a review before it is recorded. known lists the backend
 // names this daemon accepts.
 func (r *Review) Validate(known []string) error {
@@ -141,6 +145,9 @@ func (r *Review) Validate(known []string) error {
 		if len(s) > maxPathBytes || !utf8.ValidString(s) {
 			return Errorf(CodeInvalid, "model, session_id, session_host and run_dir must be valid UTF-8 of at most %d bytes", maxPathBytes)
 		}
+	}
+	if r.SessionHost != "" && !workerIDPattern.MatchString(r.SessionHost) {
+		return Errorf(CodeInvalid, "session_host must be a worker id: letters, digits, '.', '-' and '_', at most 253 of them")
 	}
 	if len(r.Sections) > maxSections {
 		return Errorf(CodeInvalid, "a review has at most %d sections", maxSections)

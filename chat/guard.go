@@ -120,7 +120,8 @@ func (s *Service) limitQuestion(ctx context.Context, repo string) error {
 
 // checkRegistration checks a repository to register: its clone path is a
 // git repository under an allowed root (stored with symbolic links
-// resolved), its clone URL a transport that cannot read the host's files.
+// resolved), its clone URL a transport that cannot read the host's files,
+// to a host that does not resolve to a private address.
 func (s *Service) checkRegistration(ctx context.Context, r *Repository) error {
 	if r.ClonePath != "" {
 		path, err := s.allowedPath(r.ClonePath, "clone_path")
@@ -138,6 +139,13 @@ func (s *Service) checkRegistration(ctx context.Context, r *Repository) error {
 	if r.CloneURL != "" {
 		if err := CheckCloneURL(r.CloneURL, s.cfg.AllowFileURLs); err != nil {
 			return err
+		}
+		if !s.cfg.CloneAllowPrivate {
+			// A host that cannot be looked up now is taken: the check
+			// that counts is the one before git connects.
+			if _, _, err := CheckCloneHost(ctx, nil, r.CloneURL); ErrorCode(err) == CodeInvalid {
+				return err
+			}
 		}
 	}
 	return nil
@@ -189,8 +197,8 @@ func CheckCloneURL(raw string, allowOther bool) error {
 		return nil
 	}
 	refuse := Errorf(CodeInvalid, "clone_url must be an https://, ssh:// or user@host:path URL (other transports need PRCHAT_ALLOW_FILE_URLS=1 on the server)")
-	if strings.Contains(raw, "::") {
-		return refuse // git's transport::address syntax (ext::, fd::)
+	if i := strings.Index(raw, "::"); i >= 0 && !strings.Contains(raw[:i], "://") {
+		return refuse // git's transport::address syntax (ext::, fd::), not an IPv6 host
 	}
 	if i := strings.Index(raw, "://"); i >= 0 {
 		u, err := url.Parse(raw)

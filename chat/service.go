@@ -47,6 +47,9 @@ type Config struct {
 	// AllowFileURLs allows clone URLs of any transport (file://, local
 	// paths, ext::), not only https://, ssh:// and user@host:path.
 	AllowFileURLs bool
+	// CloneAllowPrivate allows clone URLs whose host resolves to a
+	// loopback, link-local or private address (CheckCloneHost).
+	CloneAllowPrivate bool
 	// QuestionsPerRepo and QuestionsPerToken limit the questions asked
 	// about one repository and with one token, across the deployment
 	// (through Deps.Limiter). Zero: no limit.

@@ -205,7 +205,7 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 		Forges:          fg.list(),
 		CommentObserver: worker.NewReplyMetrics(reg),
 	}
-	ws, err := agentsession.NewWorkspaces(agentsession.Config{DataDir: cfg.DataDir, Secrets: cfg.secrets(), Logger: log, Credentials: fg.credentials})
+	ws, err := agentsession.NewWorkspaces(agentsession.Config{DataDir: cfg.DataDir, Secrets: cfg.secrets(), Logger: log, Credentials: fg.credentials, ClonePrivate: cfg.CloneAllowPrivate})
 	if err != nil {
 		return nil, err
 	}
@@ -257,6 +257,7 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 		// register any path; a reachable one takes none.
 		AnyPath:           len(roots) == 0 && loopback(cfg.Listen),
 		AllowFileURLs:     cfg.AllowFileURLs,
+		CloneAllowPrivate: cfg.CloneAllowPrivate,
 		QuestionsPerRepo:  cfg.RateQuestionsRepo,
 		QuestionsPerToken: cfg.RateQuestionsToken,
 		CommentPoll:       o.commentPoll,

@@ -679,7 +679,8 @@ func TestGitHubAppPrivateRepository(t *testing.T) {
 				c.GitHubAppID = fake.AppID
 				c.GitHubAppPrivateKeyFile = writeKey(t, fake.PrivateKeyPEM())
 				c.GitHubAutoRegister = true
-				c.AllowFileURLs = true // the fake git server speaks http://
+				c.AllowFileURLs = true     // the fake git server speaks http://
+				c.CloneAllowPrivate = true // ... on 127.0.0.1
 				// GitHub's installation tokens live an hour; these live 62 s,
 				// which ghinstallation renews after 2 s (a minute before
 				// they expire).
