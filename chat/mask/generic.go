@@ -16,9 +16,12 @@ const maxValue = 4096
 
 // normKey is a key name lowered with '_', '-', '.', '$' and '@' removed,
 // keeping its last len(b) bytes (the end of a key decides what it is).
+// names records which of keyNames it contains, found in one pass when
+// the key is set.
 type normKey struct {
-	b [96]byte
-	n int
+	b     [96]byte
+	n     int
+	names uint64 // bit i: keyNames()[i] occurs in the key
 }
 
 func (k *normKey) set(ident string) {
@@ -40,17 +43,16 @@ func (k *normKey) set(ident string) {
 		k.b[i] = tmp[n-1-i]
 	}
 	k.n = n
+	k.names = keyNames().find(k.b[:n])
 }
-
-func (k *normKey) str() string { return string(k.b[:k.n]) }
 
 func (k *normKey) hasSuffix(p string) bool {
 	return k.n >= len(p) && string(k.b[k.n-len(p):k.n]) == p
 }
 
-func (k *normKey) contains(p string) bool {
-	return strings.Contains(string(k.b[:k.n]), p)
-}
+// has reports whether the key contains the name with index i in
+// keyNames.
+func (k *normKey) has(i int) bool { return k.names&(1<<uint(i)) != 0 }
 
 var passwordSuffixes = []string{"password", "passwd", "pwd", "pass", "passphrase"}
 
@@ -85,9 +87,34 @@ func notKeyWordBefore(s string, a int) bool {
 	for w > 0 && a-1-w < 24 && isLetter(s[w-1]) {
 		w--
 	}
-	word := strings.ToLower(s[w : a-1])
-	for _, x := range notKeyLabels {
-		if word == x {
+	var low [24]byte
+	n := 0
+	for i := w; i < a-1 && n < len(low); i++ {
+		low[n] = fold(s[i])
+		n++
+	}
+	return n > 0 && notKeyLabelSet[string(low[:n])]
+}
+
+// notKeyLabelSet holds notKeyLabels; notKeyByLast lists them by their
+// last byte, for the suffix test of keyLabel.
+var notKeyLabelSet, notKeyByLast = func() (map[string]bool, *[256][]string) {
+	set := map[string]bool{}
+	var by [256][]string
+	for _, w := range notKeyLabels {
+		set[w] = true
+		by[w[len(w)-1]] = append(by[w[len(w)-1]], w)
+	}
+	return set, &by
+}()
+
+// hasNotKeySuffix reports whether rest ends in one of notKeyLabels.
+func hasNotKeySuffix(rest []byte) bool {
+	if len(rest) == 0 {
+		return false
+	}
+	for _, w := range notKeyByLast[rest[len(rest)-1]] {
+		if len(rest) >= len(w) && string(rest[len(rest)-len(w):]) == w {
 			return true
 		}
 	}
@@ -113,20 +140,13 @@ func keyLabel(key string, k *normKey) bool {
 			return false // monkey, MONKEY
 		}
 	}
-	rest := k.str()
-	rest = rest[:len(rest)-3]
-	for _, w := range notKeyLabels {
-		if strings.HasSuffix(rest, w) {
-			return false
-		}
-	}
-	return true
+	return !hasNotKeySuffix(k.b[:k.n-3])
 }
 
 func (k *normKey) kind() keyKind {
 	// public keys and tokens, and CSRF tokens (bound to a session, shown in
 	// every form) are not secrets
-	if k.contains("public") || k.contains("csrf") || k.contains("xsrf") {
+	if k.has(namePublic) || k.has(nameCSRF) || k.has(nameXSRF) {
 		return kindNone
 	}
 	for _, s := range passwordSuffixes {
@@ -156,16 +176,46 @@ func (k *normKey) kind() keyKind {
 //	<key>v</key>, <key>\n  v\n</key>             (XML, the value may be on its own line)
 //
 // with the key and the value quoted or not (also JSON-escaped quotes).
-func matchAssign(v *view, ks, ke int, _ string, _ *spec) result {
+func matchAssign(v *view, ks, ke int, memo *assignMemo) result {
 	s := v.s
 	a := ks
 	for a > 0 && setIdent[s[a-1]] && ks-a < 128 {
 		a--
 	}
+	b := v.run(ke, setIdent, 128)
+	if memo.ok && memo.a == a && memo.b == b {
+		v.reach = max(v.reach, memo.reach)
+		if memo.back >= 0 {
+			v.back = ks - memo.back
+		}
+		return memo.r
+	}
+	r := assignAt(v, ks, a, b)
+	*memo = assignMemo{ok: true, a: a, b: b, r: r, reach: v.reach, back: -1}
+	if v.back > 0 {
+		memo.back = ks - v.back
+	}
+	return r
+}
+
+// assignMemo is the generic rule's last decision in one scan: the
+// keywords inside one key name (secret_key holds "secret" and "key") lead
+// to the same key and value, which are then decided once.
+type assignMemo struct {
+	ok    bool
+	a, b  int // the key name s[a:b]
+	r     result
+	reach int // the view's reach after the decision
+	back  int // where a value before the label starts (view.back), or -1
+}
+
+// assignAt is matchAssign for the key name s[a:b] that holds the keyword
+// starting at ks.
+func assignAt(v *view, ks, a, b int) result {
+	s := v.s
 	if a >= 3 && s[a-3:a] == "://" {
 		return noMatch // user name of a URL: https://x-access-token:...@host
 	}
-	b := v.run(ke, setIdent, 128)
 	if a > 0 {
 		if r := matchBefore(v, a, b, ks); r.start >= 0 {
 			return r
@@ -365,7 +415,7 @@ func assignResult(key string, nk *normKey, kind keyKind, val string, quoted bool
 		return result{start: start, end: end, id: id}
 	}
 	if d := serviceOf(key, nk); d != nil {
-		if d.shape(val) && !lowVariety(val) && !strings.Contains(strings.ToLower(val), "xxxxx") {
+		if d.shape(val) && !lowVariety(val) && !containsFold(val, "xxxxx") {
 			return result{start: start, end: end, id: d.id}
 		}
 		if d.id == idTelegram && strings.IndexByte(val, ':') > 0 && allIn(val[:strings.IndexByte(val, ':')], setDigit) {
@@ -382,7 +432,7 @@ func assignResult(key string, nk *normKey, kind keyKind, val string, quoted bool
 		return noMatch
 	}
 	id := idGeneric
-	if nk.contains("heroku") {
+	if nk.has(nameHeroku) {
 		id = idHeroku
 	}
 	return result{start: start, end: end, id: id}
@@ -445,19 +495,19 @@ var setXMLText = notSet(" \t\r\n\v\f<>\"'`")
 // Datadog keys, Heroku keys and Discord bot tokens.
 func contextualID(k *normKey, val string) (ruleID, bool) {
 	switch {
-	case (k.hasSuffix("secretaccesskey") || k.contains("aws") && (k.hasSuffix("secretkey") || k.hasSuffix("secret"))) &&
+	case (k.hasSuffix("secretaccesskey") || k.has(nameAWS) && (k.hasSuffix("secretkey") || k.hasSuffix("secret"))) &&
 		len(val) == 40 && allIn(val, setB64) && !lowVariety(val) && hasDigitAndLetter(val):
 		return idAWSSecretKey, true
 	case (k.hasSuffix("sessiontoken") || k.hasSuffix("securitytoken")) && len(val) >= 100 && allIn(val, setAWSSession) && !lowVariety(val):
 		return idAWSSessionToken, true
-	case k.contains("twilio") && len(val) == 32 && allIn(val, setHexLower) && !lowVariety(val):
+	case k.has(nameTwilio) && len(val) == 32 && allIn(val, setHexLower) && !lowVariety(val):
 		return idTwilioAuth, true
-	case (k.contains("datadog") || strings.HasPrefix(k.str(), "dd")) && (k.hasSuffix("apikey") || k.hasSuffix("appkey")) &&
+	case (k.has(nameDatadog) || k.n >= 2 && k.b[0] == 'd' && k.b[1] == 'd') && (k.hasSuffix("apikey") || k.hasSuffix("appkey")) &&
 		(len(val) == 32 || len(val) == 40) && allIn(val, setHexLower) && !lowVariety(val):
 		return idDatadog, true
-	case k.contains("heroku") && isUUID(val):
+	case k.has(nameHeroku) && isUUID(val):
 		return idHeroku, true
-	case k.contains("discord") && discordToken(val):
+	case k.has(nameDiscord) && discordToken(val):
 		return idDiscordBot, true
 	}
 	return 0, false
@@ -493,8 +543,13 @@ func isUUID(v string) bool {
 
 // discordToken: base64 user id . 6 chars . 27+ chars.
 func discordToken(v string) bool {
-	p := strings.Split(v, ".")
-	if len(p) != 3 || len(p[0]) < 23 || len(p[0]) > 28 || len(p[1]) != 6 || len(p[2]) < 27 || len(p[2]) > 40 {
+	if strings.Count(v, ".") != 2 {
+		return false
+	}
+	var p [3]string
+	p[0], v, _ = strings.Cut(v, ".")
+	p[1], p[2], _ = strings.Cut(v, ".")
+	if len(p[0]) < 23 || len(p[0]) > 28 || len(p[1]) != 6 || len(p[2]) < 27 || len(p[2]) > 40 {
 		return false
 	}
 	if p[0][0] != 'M' && p[0][0] != 'N' && p[0][0] != 'O' {
@@ -589,7 +644,7 @@ func camelWords(v string) bool {
 			j := i + 1
 			vowel := false
 			for j < len(v) && 'a' <= v[j] && v[j] <= 'z' {
-				vowel = vowel || strings.IndexByte("aeiouy", v[j]) >= 0
+				vowel = vowel || setVowel[v[j]]
 				j++
 			}
 			if j-i >= 3 && vowel {
@@ -607,6 +662,8 @@ func camelWords(v string) bool {
 	}
 	return false
 }
+
+var setVowel = newSet("aeiouy")
 
 var placeholderWords = map[string]bool{
 	"changeme": true, "change_me": true, "change-me": true, "changeit": true,
@@ -693,6 +750,10 @@ func isPlaceholder(v string) bool {
 // (sha256~XXXX_PUT_YOUR_TOKEN_HERE), PUT_YOUR/_HERE, or a counting run such
 // as 123456789 or abcdefghij.
 func fillerInside(v string) bool {
+	// "your_", "_here", "yourtoken", "example" are looked for (in values of
+	// 8 bytes or more) only at the underscores, y's and x's, in the same
+	// pass.
+	words := len(v) >= 8
 	xs, seq := 0, 1
 	for i := 0; i < len(v); i++ {
 		c := fold(v[i])
@@ -701,8 +762,23 @@ func fillerInside(v string) bool {
 			if xs >= 5 {
 				return true
 			}
+			if words && i >= 1 && hasPrefixFold(v[i-1:], "example") {
+				return true
+			}
 		} else {
 			xs = 0
+		}
+		if words {
+			switch c {
+			case '_':
+				if i >= 4 && equalFold(v[i-4:i], "your") || hasPrefixFold(v[i+1:], "here") {
+					return true
+				}
+			case 'y':
+				if hasPrefixFold(v[i:], "yourtoken") {
+					return true
+				}
+			}
 		}
 		if i > 0 && setAlnum[v[i]] && c == fold(v[i-1])+1 {
 			seq++
@@ -712,17 +788,6 @@ func fillerInside(v string) bool {
 		} else {
 			seq = 1
 		}
-	}
-	if len(v) < 8 {
-		return false
-	}
-	// "your_", "_here", "yourtoken", "example": only values with a y, an
-	// underscore or an x can hold one, which most random strings lack
-	if strings.IndexByte(v, '_') >= 0 && (containsFold(v, "your_") || containsFold(v, "_here")) {
-		return true
-	}
-	if strings.ContainsAny(v, "yY") && containsFold(v, "yourtoken") || strings.ContainsAny(v, "xX") && containsFold(v, "example") {
-		return true
 	}
 	return false
 }

@@ -144,6 +144,7 @@ func (m *Masker) scan(s string, stream bool, skip int, cands []cand) (_ []cand, 
 	delta, cls, outBase := a.delta, &a.cls, a.outBase
 	limit = len(s)
 	st := uint32(0)
+	var memo assignMemo
 	for i := 0; i < len(s); i++ {
 		st = delta[st+uint32(cls[s[i]])]
 		if st < outBase {
@@ -159,7 +160,7 @@ func (m *Masker) scan(s string, stream bool, skip int, cands []cand) (_ []cand, 
 				continue
 			}
 			v := view{s: s, reach: ke}
-			cands = evalAt(&v, ks, ke, kw.lit, sp, cands)
+			cands = evalAt(&v, ks, ke, kw.lit, sp, &memo, cands)
 			if stream && v.reach > len(s) {
 				if lo := ks - max(sp.lookback, v.back); lo < limit {
 					limit = max(lo, 0)
@@ -175,8 +176,14 @@ func (m *Masker) scan(s string, stream bool, skip int, cands []cand) (_ []cand, 
 
 // evalAt runs the rule sp at the keyword occurrence s[ks:ke] and appends
 // the candidates it finds.
-func evalAt(v *view, ks, ke int, lit string, sp *spec, cands []cand) []cand {
-	if sp.kind == kNear {
+func evalAt(v *view, ks, ke int, lit string, sp *spec, memo *assignMemo, cands []cand) []cand {
+	switch sp.kind {
+	case kAssign:
+		if r := matchAssign(v, ks, ke, memo); r.start >= 0 {
+			cands = appendCand(v, cands, r, ks, ke, sp)
+		}
+		return cands
+	case kNear:
 		var rs [4]result
 		n := matchNear(v, ks, ke, sp, &rs)
 		for _, r := range rs[:n] {
@@ -230,6 +237,7 @@ func (m *Masker) advance(s string, from int, st uint32, hits []hit) (uint32, []h
 // the limit.
 func (m *Masker) evalHits(s string, hits []hit, skip int, cands []cand) (_ []cand, limit int) {
 	limit = len(s)
+	var memo assignMemo
 	for _, h := range hits {
 		if h.ks < skip {
 			continue
@@ -237,7 +245,7 @@ func (m *Masker) evalHits(s string, hits []hit, skip int, cands []cand) (_ []can
 		kw := &m.ac.kws[h.ki]
 		sp := m.specs[kw.rule]
 		v := view{s: s, reach: h.ke}
-		cands = evalAt(&v, h.ks, h.ke, kw.lit, sp, cands)
+		cands = evalAt(&v, h.ks, h.ke, kw.lit, sp, &memo, cands)
 		if v.reach > len(s) {
 			if lo := h.ks - max(sp.lookback, v.back); lo < limit {
 				limit = max(lo, 0)

@@ -290,8 +290,6 @@ func match(v *view, ks, ke int, lit string, sp *spec) result {
 	switch sp.kind {
 	case kAccountKey:
 		return matchAccountKey(v, ks, ke, lit, sp)
-	case kAssign:
-		return matchAssign(v, ks, ke, lit, sp)
 	case kAuthorization:
 		return matchAuthorization(v, ks, ke, lit, sp)
 	case kAzureAD:

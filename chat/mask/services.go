@@ -104,10 +104,15 @@ func serviceKeywords() []string {
 // serviceOf returns the serviceDef the key names, or nil; k is key
 // normalised.
 func serviceOf(key string, k *normKey) *serviceDef {
+	names := keyNames()
+	if k.names&names.svcMask == 0 {
+		return nil
+	}
+	bits := names.svcBits
 	for i := range serviceDefs {
 		d := &serviceDefs[i]
-		for _, name := range d.keys {
-			if !k.contains(name) {
+		for j, name := range d.keys {
+			if !k.has(bits[i][j]) {
 				continue
 			}
 			if d.cased && !strings.Contains(key, name) && !strings.Contains(key, strings.ToUpper(name)) &&

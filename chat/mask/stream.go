@@ -1,16 +1,20 @@
 package mask
 
-import (
-	"slices"
-	"strings"
-)
+import "strings"
 
 // Stream masks text that arrives in pieces, such as the text deltas of a
 // streamed model answer. The concatenation of everything Write and Flush
 // return equals String of the concatenated input. A Stream is not safe for
 // concurrent use; use one per stream.
 type Stream struct {
-	m    *Masker
+	m *Masker
+	// The retained text is buf = blk.String()[base:]. blk only ever grows:
+	// a delta is appended without copying what is retained, and the text
+	// released unmasked is returned as a substring of it, without a copy.
+	// Forgetting text moves base; once blk holds more forgotten than
+	// retained text, the retained text moves to a new block.
+	blk  *strings.Builder
+	base int
 	buf  string // retained text: context, released text not yet forgotten, pending text
 	skip int    // keywords starting before buf[skip:] have been dealt with
 	out  int    // bytes of buf already released
@@ -20,7 +24,13 @@ type Stream struct {
 	// (their decision may depend on text still to come).
 	st   uint32
 	hits []hit
+	// scratch reused by every Write
+	cands, all []cand
 }
+
+// streamBlock is the size of a Stream's first text block; later blocks
+// are at least twice the retained text.
+const streamBlock = 4096
 
 // streamContext is how much text before the cut point a Stream keeps: more
 // than any rule looks back from its keyword (a key name, a URL scheme, the
@@ -47,24 +57,23 @@ func (s *Stream) Write(delta string) string {
 		return ""
 	}
 	from := len(s.buf)
-	s.buf += delta
+	s.append(delta)
 	buf := s.buf
 	s.st, s.hits = s.m.advance(buf, from, s.st, s.hits)
-	cands, limit := s.m.evalHits(buf, s.hits, s.skip, nil)
+	cands, limit := s.m.evalHits(buf, s.hits, s.skip, s.cands[:0])
 	a := s.m.ac
 	depth := int(a.depth[s.st/a.ncls])
-	all := slices.Clone(cands)
+	s.all = append(s.all[:0], cands...)
 	chosen := resolve(buf, cands)
+	s.cands = cands
 	f := frontier(buf, limit, depth, chosen)
 	if f < s.out {
 		f = s.out
 	}
-	var b strings.Builder
-	render(&b, buf, s.out, f, chosen)
-	s.out = f
-	if c := cutPoint(f, all); c > s.skip {
+	out := s.release(buf, f, chosen)
+	if c := cutPoint(f, s.all); c > s.skip {
 		c0 := max(0, c-streamContext)
-		s.buf = buf[c0:]
+		s.forget(c0)
 		s.skip = c - c0
 		s.out = f - c0
 		keep := s.hits[:0]
@@ -76,6 +85,49 @@ func (s *Stream) Write(delta string) string {
 		}
 		s.hits = keep
 	}
+	return out
+}
+
+// append adds delta to the retained text.
+func (s *Stream) append(delta string) {
+	if s.blk == nil {
+		s.blk = new(strings.Builder)
+		s.blk.Grow(max(streamBlock, 2*len(delta)))
+	}
+	s.blk.WriteString(delta)
+	s.buf = s.blk.String()[s.base:]
+}
+
+// forget drops the first n bytes of the retained text.
+func (s *Stream) forget(n int) {
+	s.base += n
+	s.buf = s.buf[n:]
+	if s.base > len(s.buf) && s.base >= streamBlock/2 {
+		b := new(strings.Builder)
+		b.Grow(max(streamBlock, 2*len(s.buf)))
+		b.WriteString(s.buf)
+		s.blk, s.base, s.buf = b, 0, b.String()
+	}
+}
+
+// release returns buf[s.out:f] masked and marks it released: a
+// substring of the retained text when nothing in it is masked.
+func (s *Stream) release(buf string, f int, chosen []cand) string {
+	from := s.out
+	s.out = f
+	masked := false
+	for _, c := range chosen {
+		if c.end > from && c.start < f && !c.protect {
+			masked = true
+			break
+		}
+	}
+	if !masked {
+		return buf[from:f]
+	}
+	var b strings.Builder
+	b.Grow(f - from)
+	render(&b, buf, from, f, chosen)
 	return b.String()
 }
 
@@ -86,7 +138,7 @@ func (s *Stream) Flush() string {
 		return ""
 	}
 	buf, out, skip := s.buf, s.out, s.skip
-	s.buf, s.out, s.skip, s.st, s.hits = "", 0, 0, 0, s.hits[:0]
+	s.blk, s.base, s.buf, s.out, s.skip, s.st, s.hits = nil, 0, "", 0, 0, 0, s.hits[:0]
 	if out >= len(buf) {
 		return ""
 	}

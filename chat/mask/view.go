@@ -170,6 +170,15 @@ func (t textStats) classes() int {
 	return n
 }
 
+// klog2k[k] is k*log2(k), the term of statsOf's entropy sum, for the
+// counts of short values.
+var klog2k = func() (t [512]float64) {
+	for k := 2; k < len(t); k++ {
+		t[k] = float64(k) * math.Log2(float64(k))
+	}
+	return t
+}()
+
 func statsOf(v string) textStats {
 	var cnt [256]uint32
 	var seen [256]byte
@@ -198,8 +207,12 @@ func statsOf(v string) textStats {
 	// H = log2(n) - (1/n) * sum(c * log2(c)) over the byte counts c.
 	sum := 0.0
 	for _, c := range seen[:t.distinct] {
-		if k := float64(cnt[c]); k > 1 {
-			sum += k * math.Log2(k)
+		if k := cnt[c]; k > 1 {
+			if k < uint32(len(klog2k)) {
+				sum += klog2k[k]
+			} else {
+				sum += float64(k) * math.Log2(float64(k))
+			}
 		}
 	}
 	n := float64(len(v))
