@@ -97,11 +97,13 @@ func startSSE(ctx context.Context, c echo.Context) *sse {
 	h.Set(echo.HeaderContentType, "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
-	h.Set("Connection", "keep-alive")
 	s := &sse{ctx: ctx}
 	if r := c.Request(); r.ProtoMajor == 1 && r.ProtoMinor >= 1 {
 		if conn, _, err := c.Response().Hijack(); err == nil {
 			s.conn = conn
+			// The connection closes when the stream ends: a client's
+			// keep-alive pool must not reuse it.
+			h.Set("Connection", "close")
 			h.Set("Transfer-Encoding", "chunked")
 			h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
 			var head strings.Builder
@@ -273,6 +275,12 @@ func (s *Server) turnEvents(c echo.Context) error {
 	if err != nil {
 		cancel()
 		return err
+	}
+	if sub.Over() {
+		// The client has the final event: 204 tells an EventSource to
+		// stop reconnecting (DESIGN.md §6 "Subscribing").
+		cancel()
+		return c.NoContent(http.StatusNoContent)
 	}
 	traceID := requestID(c)
 	return s.pump(ctx, c, detach, cancel, func(ctx context.Context, wake <-chan time.Time, out *sse) bool {

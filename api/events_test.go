@@ -180,7 +180,7 @@ func TestSubscribeBeforeDuringAndAfter(t *testing.T) {
 // TestReconnectWithLastEventID: a client that drops mid-stream and
 // reconnects with Last-Event-ID (or ?last_event_id=) gets the rest, without
 // gap or duplicate; one that reconnects with the final event's id (or a
-// later one) gets a stream that ends at once with no event.
+// later one) gets 204 No Content, which stops an EventSource.
 func TestReconnectWithLastEventID(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
@@ -214,19 +214,19 @@ func TestReconnectWithLastEventID(t *testing.T) {
 	}
 
 	// A client that reconnects with the final event's id (it had it, the
-	// connection dropped before it stopped reading) gets nothing twice: the
-	// stream ends at once, after its retry line, with no event.
+	// connection dropped before it stopped reading; an EventSource that was
+	// never closed) gets nothing twice: 204 No Content, the SSE standard's
+	// way to tell it to stop reconnecting.
 	final := full[len(full)-1]
 	for _, after := range []string{final.ID, strconv.FormatInt(final.Seq+5, 10)} {
-		s := f.subscribe(conv, 1, after)
-		start := time.Now()
-		if ev, ok := s.Next(); ok {
-			t.Errorf("reconnecting after %s (final %s) got %+v, want no event", after, final.ID, ev)
+		r := f.c.send(t, "GET", fmt.Sprintf("/api/v1/conversations/%s/turns/1/events", conv), nil, "Last-Event-ID", after)
+		if r.status != http.StatusNoContent || len(r.body) != 0 {
+			t.Errorf("reconnecting after %s (final %s): %d %q, want 204 and no body", after, final.ID, r.status, r.body)
 		}
-		if !s.Retry || s.Hint != "" {
-			t.Errorf("reconnecting after %s: retry line %v, hint %q; want the retry line alone", after, s.Retry, s.Hint)
-		}
-		t.Logf("the stream after %s ended in %v", after, time.Since(start).Round(time.Millisecond))
+	}
+	// One event before the final one still gets the final event.
+	if got := f.subscribe(conv, 1, strconv.FormatInt(final.Seq-1, 10)).All(); len(got) != 1 || got[0].Seq != final.Seq {
+		t.Errorf("reconnecting one before the final event: %v", seqs(got))
 	}
 }
 
@@ -452,5 +452,45 @@ func TestStreamOverHTTP10AndHTTP11(t *testing.T) {
 		if !strings.Contains(string(body), `"type":"done"`) {
 			t.Errorf("%s: no done event in %q", proto, body)
 		}
+	}
+}
+
+// TestTakenOverStreamSaysConnectionClose: a client that asks for a
+// keep-alive connection gets "Connection: close" on an HTTP/1.1 stream,
+// and the server does close the connection after the final event, so a
+// keep-alive pool (Node's agent, say) never sends a request on a socket
+// that is about to go.
+func TestTakenOverStreamSaysConnectionClose(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	v := f.review("scripted", nil)
+	f.scripted.Push(scripted.Step{Answer: goodAnswer("done")})
+	conv := f.ask(v, "Why?")
+	<-f.run(conv, 1)
+
+	conn, err := net.Dial("tcp", strings.TrimPrefix(f.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	fmt.Fprintf(conn, "GET /api/v1/conversations/%s/turns/1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n\r\n", conv)
+	r := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// net/http takes "Connection: close" out of the header into Close.
+	if !resp.Close {
+		t.Errorf("the stream does not say Connection: close: %v", resp.Header)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || !strings.Contains(string(body), `"type":"done"`) {
+		t.Fatalf("stream: %v\n%s", err, body)
+	}
+	// The server closed the connection: a second request gets no answer.
+	fmt.Fprintf(conn, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+	if n, err := r.Read(make([]byte, 1)); err == nil {
+		t.Errorf("read %d bytes after the stream ended; want the connection closed", n)
 	}
 }

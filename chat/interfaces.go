@@ -137,7 +137,8 @@ type TurnStats struct {
 	Reason  Reason
 	Session SessionMode
 	// QueueWait is from the question to the start of the run; Duration is
-	// the run's own time.
+	// the run's own time. Both are 0 for a turn settled by a cancel or the
+	// reconciler rather than by its run.
 	QueueWait time.Duration
 	Duration  time.Duration
 	Usage     Usage

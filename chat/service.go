@@ -606,6 +606,11 @@ func (s *Service) Settle(ctx context.Context, turnID string, state State, reason
 		}
 	}
 	s.publish(ctx, turnID, evs, feed...)
+	if s.observer != nil {
+		// Settled by a cancel or the reconciler, maybe before any run: its
+		// run, if one is under way, is fenced off and counts nothing.
+		s.observer.TurnSettled(TurnStats{Backend: t.Backend, State: state, Reason: reason})
+	}
 	s.log.InfoContext(ctx, "turn settled", slog.String("turn", turnID), slog.String("state", string(state)), slog.String("reason", string(reason)))
 	return nil
 }

@@ -90,6 +90,13 @@ func (s *Service) Subscribe(ctx context.Context, conversationID string, number i
 	return sub, nil
 }
 
+// Over reports whether the subscriber has the turn's final event already:
+// the turn was settled when Subscribe read it, with no event after the
+// subscriber's last one. Such a stream has nothing to send.
+func (sub *Subscription) Over() bool {
+	return sub.turn.State.Final() && sub.last > 0 && sub.turn.LastSeq <= sub.last
+}
+
 // Next returns the next events in order, as many as are ready (at most
 // maxBatch), waiting for them until wake fires (then it returns none and
 // true, so that the caller may write a keep-alive) or ctx ends. It returns

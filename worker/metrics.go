@@ -29,7 +29,7 @@ var _ chat.Observer = (*Metrics)(nil)
 func NewMetrics(reg prometheus.Registerer, queue *Queue) *Metrics {
 	m := &Metrics{
 		turns: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "prchat_turns_total", Help: "Finished turn runs by backend, final state and reason.",
+			Name: "prchat_turns_total", Help: "Settled turns by backend, final state and reason: by their runs, and by cancels and the reconciler (also before any run).",
 		}, []string{"backend", "state", "reason"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "prchat_turn_duration_seconds", Help: "Time a worker spent on a turn, by backend.",
@@ -60,7 +60,10 @@ func NewMetrics(reg prometheus.Registerer, queue *Queue) *Metrics {
 // TurnSettled records a finished run.
 func (m *Metrics) TurnSettled(s chat.TurnStats) {
 	m.turns.WithLabelValues(s.Backend, string(s.State), string(s.Reason)).Inc()
-	m.duration.WithLabelValues(s.Backend).Observe(s.Duration.Seconds())
+	if s.Duration > 0 {
+		// A run's time; a turn settled without one has none.
+		m.duration.WithLabelValues(s.Backend).Observe(s.Duration.Seconds())
+	}
 	if s.QueueWait > 0 {
 		m.wait.Observe(s.QueueWait.Seconds())
 	}

@@ -61,10 +61,15 @@ func OpenStream(t testing.TB, v *Validator, req *http.Request, schema string) *S
 	if err := v.Check(req, resp.StatusCode, resp.Header, nil); err != nil {
 		t.Error(err)
 	}
-	for h, want := range map[string]string{"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Connection": "keep-alive"} {
+	for h, want := range map[string]string{"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"} {
 		if got := resp.Header.Get(h); got != want {
 			t.Errorf("header %s = %q, want %q", h, got, want)
 		}
+	}
+	// An HTTP/1.1 stream is closed by the server when it ends, and says
+	// so: Connection: close (which net/http reads into Close).
+	if resp.ProtoMajor == 1 && resp.ProtoMinor == 1 && !resp.Close {
+		t.Errorf("an HTTP/1.1 stream without Connection: close")
 	}
 	s := &Stream{t: t, v: v, schema: schema, resp: resp, r: bufio.NewReader(resp.Body), cancel: cancel}
 	t.Cleanup(s.Close)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,4 +89,38 @@ func mustTurnID(t *testing.T, e *env, conv string, n int) string {
 		t.Fatal(err)
 	}
 	return turn.ID
+}
+
+// TestTurnsTotalCountsCancelsBeforeARun: a turn cancelled while queued,
+// before any worker ran it, is counted in prchat_turns_total as cancelled,
+// once.
+func TestTurnsTotalCountsCancelsBeforeARun(t *testing.T) {
+	t.Parallel()
+	e := splitSetup(t, mode{name: "embedded"}) // an API and no worker: the turn stays queued
+	v := e.review("scripted", nil)
+	conv, _ := e.ask(v, "Why?")
+	e.do("POST", "/api/v1/conversations/"+conv+"/turns/1/cancel", nil, http.StatusAccepted, nil)
+	if got := e.wait(conv, 1); got.State != "cancelled" {
+		t.Fatalf("turn %+v, want cancelled", got)
+	}
+	e.do("POST", "/api/v1/conversations/"+conv+"/turns/1/cancel", nil, http.StatusAccepted, nil)
+	raw := e.do("GET", "/metrics", nil, http.StatusOK, nil)
+	want := `prchat_turns_total{backend="scripted",reason="cancelled",state="cancelled"} 1`
+	if !strings.Contains(string(raw), want+"\n") {
+		t.Errorf("/metrics lacks %s:\n%s", want, grepLines(string(raw), "prchat_turns_total"))
+	}
+	if strings.Contains(string(raw), "prchat_turn_duration_seconds_count") && !strings.Contains(string(raw), `prchat_turn_duration_seconds_count{backend="scripted"} 0`) {
+		t.Errorf("a turn that never ran has a duration:\n%s", grepLines(string(raw), "prchat_turn_duration_seconds_count"))
+	}
+}
+
+// grepLines returns the lines of text that contain s.
+func grepLines(text, s string) string {
+	var out []string
+	for _, line := range strings.Split(text, "\n") {
+		if strings.Contains(line, s) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -42,9 +42,9 @@
 
   // follow streams a turn's events to onEvent until done or error,
   // reconnecting with Last-Event-ID after a dropped connection. A stream
-  // that ends with neither (nor the server's reconnect hint) is a settled
-  // turn's when the turn reads settled: the server sends nothing twice to
-  // a client past the final event, so the turn ends here.
+  // that ends with neither (nor the server's reconnect hint), or a 204
+  // (the client had the final event), is a settled turn's when the turn
+  // reads settled: the server sends nothing twice, so the turn ends here.
   async function follow(n, onEvent) {
     const url = "/api/v1/conversations/" + encodeURIComponent(conversation) + "/turns/" + n + "/events";
     let lastId = "";
@@ -61,9 +61,11 @@
           onEvent({ type: "error", message: await apiError(res) });
           return;
         }
-        const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+        // 204: this client has the final event; there is nothing to read.
+        if (res.status === 204) closed = true;
+        const reader = res.status === 204 ? null : res.body.pipeThrough(new TextDecoderStream()).getReader();
         let buf = "";
-        for (;;) {
+        while (reader) {
           const { value, done } = await reader.read();
           if (done) { closed = true; break; }
           buf += value;

@@ -184,6 +184,11 @@ func (c *client) stream(ctx context.Context, rawURL, lastID string, onFrame func
 		return nil, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNoContent {
+		// The client had the final event: an empty stream.
+		c.record(route("GET", rawURL), resp.StatusCode, nil)
+		return nil, nil
+	}
 	if resp.StatusCode != http.StatusOK {
 		raw, _ := io.ReadAll(resp.Body)
 		c.record(route("GET", rawURL), resp.StatusCode, raw)

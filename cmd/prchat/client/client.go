@@ -234,6 +234,10 @@ func (c *Client) follow(ctx context.Context, conv string, n int, last *string, r
 		return false, c.unreachable(err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNoContent {
+		// The client has the final event already: nothing more will come.
+		return false, errEndedEarly
+	}
 	if resp.StatusCode != http.StatusOK {
 		return false, fmt.Errorf("events: HTTP %d", resp.StatusCode)
 	}

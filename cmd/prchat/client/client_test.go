@@ -168,3 +168,32 @@ func TestStreamEndsAtASettledTurnsEmptyStream(t *testing.T) {
 		t.Errorf("Last-Event-ID of each connection (-want +got):\n%s", diff)
 	}
 }
+
+// TestStreamStopsAt204: a reconnect the server answers 204 (the client had
+// the final event) reads the turn and stops, with no error.
+func TestStreamStopsAt204(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	streams := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !strings.HasSuffix(r.URL.Path, "/events") {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"state":"succeeded","answer":{"answer_markdown":"ok","citations":[],"suggests_fix":null}}`)
+			return
+		}
+		streams++
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	turn, err := New(srv.URL, "").Stream(t.Context(), "c1", 1, NewProgress(&bytes.Buffer{}, false))
+	if err != nil || turn.State != chat.StateSucceeded {
+		t.Fatalf("Stream = %+v, %v; want the succeeded turn", turn, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if streams != 1 {
+		t.Errorf("%d requests of the stream, want 1", streams)
+	}
+}
