@@ -24,7 +24,7 @@ import (
 	"github.com/prchat/prchat/chat"
 )
 
-var readmeScreenshot = flag.Bool("readme-screenshot", false, "write the conversation page's screenshot to docs/dashboard-conversation.png")
+var readmeScreenshot = flag.Bool("readme-screenshot", false, "write TestDashboardConversationScreenshot's page to docs/dashboard-conversation.png")
 
 // browser is a headless Chromium driven by chromedp, or nil with the test
 // skipped when none is installed and CI is unset.
@@ -287,10 +287,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	// The masker holds back a delta's tail until more text comes, so the
 	// stream shows the start of "Looking" while the turn runs.
 	b.poll("running", `document.querySelector("#turn-2 .stream")?.textContent.startsWith("Lo")`)
-	shot := b.shot("conversation")
-	if *readmeScreenshot {
-		copyFile(t, shot, filepath.Join("..", "..", "docs", "dashboard-conversation.png"))
-	}
+	b.shot("conversation")
 
 	// Cancel the running turn.
 	b.run("cancel", chromedp.Click(chromedp.CSS("#turn-2 .cancel")))
