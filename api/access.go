@@ -106,21 +106,26 @@ func (s *Server) authorize(next echo.HandlerFunc) echo.HandlerFunc {
 		authed := false
 		if required {
 			value, ok := bearer(r)
-			fromCookie := false
-			if !ok && r.Header.Get(echo.HeaderAuthorization) == "" {
+			session, fromCookie := "", false
+			if !ok && s.cfg.Sessions != nil {
 				// The dashboard's session cookie stands for the token it
-				// holds; what it changes needs the session's CSRF token.
-				value, fromCookie = dashboard.SessionToken(r)
-				ok = fromCookie && value != ""
+				// was signed in with; what it changes needs the session's
+				// CSRF token.
+				session, fromCookie = dashboard.SessionID(r)
 			}
-			if ok && fromCookie && !dashboard.CheckCSRF(r) {
+			if fromCookie && !dashboard.CheckCSRF(r) {
 				return chat.Errorf(chat.CodeForbidden, "a request made with the dashboard's session needs its CSRF token (the %s header)", dashboard.CSRFHeader)
 			}
-			if !ok {
+			if !ok && !fromCookie {
 				c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="prchat"`)
 				return chat.Errorf(chat.CodeUnauthorized, "this route needs an API token: Authorization: Bearer <token>")
 			}
-			if tok, err = s.cfg.Access.Authenticate(ctx, value); err != nil {
+			if fromCookie {
+				tok, err = s.cfg.Sessions.Authenticate(ctx, session)
+			} else {
+				tok, err = s.cfg.Access.Authenticate(ctx, value)
+			}
+			if err != nil {
 				if chat.ErrorCode(err) == chat.CodeUnauthorized {
 					c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="prchat", error="invalid_token"`)
 				}

@@ -36,6 +36,11 @@ type Config struct {
 	// Access checks API tokens on every /api route (once any token
 	// exists). Nil: no tokens, every route open (tests of other parts).
 	Access Access
+	// Sessions checks the dashboard's session cookie (a session id) on the
+	// /api routes; nil: the cookie is not accepted.
+	Sessions interface {
+		Authenticate(ctx context.Context, id string) (chat.Token, error)
+	}
 	// RequestRate limits the requests of one token (of one client address
 	// while the API is open) in this process. Zero: no limit.
 	RequestRate chat.Rate

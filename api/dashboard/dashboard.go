@@ -22,11 +22,17 @@
 //	/ui/team                                          the team figures of GET /api/v1/stats
 //	/ui/signin, /ui/signout                           sign in with a token, sign out
 //
-// Signing in takes an API token once and keeps it in a session cookie
-// (HttpOnly, SameSite=Strict, Secure over TLS), which the API accepts like
-// an Authorization header. Requests that change something and carry the
-// cookie must also carry the session's CSRF token (the X-CSRF-Token header,
-// or a csrf form field): see SessionToken and CheckCSRF.
+// Signing in takes an API token once and makes a session (chat.Sessions):
+// the cookie (HttpOnly, SameSite=Strict, Secure when PRCHAT_PUBLIC_URL is
+// https:// or the request came over TLS) holds its random id, never the
+// token, and the API accepts it like an Authorization header with that
+// token. Signing out deletes the session. Requests that change something
+// and carry the cookie must also carry the session's CSRF token (the
+// X-CSRF-Token header, or a csrf form field): see SessionID and CheckCSRF.
+// The sign-in form is CSRF-protected itself (a double-submit value in a
+// SameSite=Strict cookie of its own), allows 10 failed sign-ins a minute
+// per client address (then 429 with Retry-After), and its next parameter
+// only ever leads to a path on prchat (safeNext).
 package dashboard
 
 import (
@@ -83,10 +89,18 @@ var _ Access = (*chat.Access)(nil)
 type Config struct {
 	// Access checks tokens; nil: the API is open and sign-in is not needed.
 	Access Access
+	// Sessions keeps sign-ins; required when Access is set.
+	Sessions Sessions
+	// SecureCookies marks the cookies Secure (PRCHAT_PUBLIC_URL is
+	// https://: behind a TLS proxy prchat itself sees plain HTTP). They are
+	// Secure anyway on a request that came over TLS.
+	SecureCookies bool
 	// AdminQueues, if set, is the queue-internals handler mounted at
 	// /admin/queues (admins only when tokens are in use).
 	AdminQueues http.Handler
 	Logger      *slog.Logger
+	// Now tells the time to the sign-in limit; default time.Now.
+	Now func() time.Time
 }
 
 // Dashboard serves the pages.
@@ -96,12 +110,20 @@ type Dashboard struct {
 	md    *Markdown
 	log   *slog.Logger
 	pages map[string]*template.Template
+	// signins counts failed sign-ins per client address.
+	signins signinLimits
 }
 
 // New returns a Dashboard reading from svc.
 func New(cfg Config, svc Service) (*Dashboard, error) {
 	if svc == nil {
 		return nil, errors.New("dashboard: a service is required")
+	}
+	if cfg.Access != nil && cfg.Sessions == nil {
+		return nil, errors.New("dashboard: sessions are required with access")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	d := &Dashboard{cfg: cfg, svc: svc, md: NewMarkdown(), log: cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))}
 	if err := d.parse(); err != nil {
@@ -193,18 +215,24 @@ func (d *Dashboard) who(c echo.Context) (page, bool) {
 		return p, true
 	}
 	p.Auth = true
-	value, fromCookie := SessionToken(c.Request())
-	if value == "" {
+	var tok chat.Token
+	var err error
+	id, fromCookie := SessionID(c.Request())
+	switch {
+	case fromCookie:
+		tok, err = d.cfg.Sessions.Authenticate(ctx, id)
+		p.CSRF = CSRFToken(id)
+	case bearerToken(c.Request()) != "":
+		tok, err = d.cfg.Access.Authenticate(ctx, bearerToken(c.Request()))
+	default:
 		return p, false
 	}
-	tok, err := d.cfg.Access.Authenticate(ctx, value)
 	if err != nil {
 		return p, false
 	}
 	c.SetRequest(c.Request().WithContext(chat.WithToken(ctx, tok)))
 	p.SignedIn, p.Scope, p.Limited = fromCookie, string(tok.Scope), tok.Limited()
 	p.CanAsk = tok.Scope.Includes(chat.ScopeAsk)
-	p.CSRF = CSRFToken(value)
 	return p, true
 }
 

@@ -264,26 +264,49 @@ func (d *Dashboard) team(c echo.Context) error {
 	return d.render(c, http.StatusOK, "team", p)
 }
 
+// signinView is the sign-in page's data.
+type signinView struct{ Next, Error, CSRF string }
+
 func (d *Dashboard) signinForm(c echo.Context) error {
 	p, _ := d.who(c)
 	p.Title = "Sign in"
-	p.Data = struct{ Next, Error string }{safeNext(c.QueryParam("next")), ""}
+	p.Data = signinView{Next: safeNext(c.QueryParam("next")), CSRF: d.signinCSRF(c)}
 	return d.render(c, http.StatusOK, "signin", p)
 }
 
 func (d *Dashboard) signin(c echo.Context) error {
 	p := page{Title: "Sign in", Auth: d.cfg.Access != nil}
 	next := safeNext(c.FormValue("next"))
-	tok := strings.TrimSpace(c.FormValue("token"))
+	view := signinView{Next: next, CSRF: d.signinCSRF(c)}
 	if required, err := d.accessRequired(c); !required || err != nil {
-		p.Data = struct{ Next, Error string }{next, "This server has no API tokens: no sign-in is needed."}
+		view.Error = "This server has no API tokens: no sign-in is needed."
+		p.Data = view
 		return d.render(c, http.StatusBadRequest, "signin", p)
 	}
-	if _, err := d.cfg.Access.Authenticate(c.Request().Context(), tok); tok == "" || err != nil {
-		p.Data = struct{ Next, Error string }{next, "That token is not valid."}
+	addr, now := clientAddr(c.Request()), d.cfg.Now()
+	if wait := d.signins.wait(addr, now); wait > 0 {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
+		view.Error = fmt.Sprintf("Too many failed sign-ins from your address; try again in %s.", wait.Round(time.Second))
+		p.Data = view
+		return d.render(c, http.StatusTooManyRequests, "signin", p)
+	}
+	if !checkSigninCSRF(c) {
+		view.Error = "The sign-in form expired or did not come from this site; try again."
+		p.Data = view
+		return d.render(c, http.StatusForbidden, "signin", p)
+	}
+	tok := strings.TrimSpace(c.FormValue("token"))
+	id, _, err := d.cfg.Sessions.SignIn(c.Request().Context(), tok)
+	if err != nil {
+		if chat.ErrorCode(err) != chat.CodeUnauthorized {
+			return d.fail(c, p, err)
+		}
+		d.signins.failed(addr, now)
+		view.Error = "That token is not valid."
+		p.Data = view
 		return d.render(c, http.StatusUnauthorized, "signin", p)
 	}
-	setSession(c, tok)
+	d.setSession(c, id, d.cfg.Sessions.Lifetime())
 	return c.Redirect(http.StatusSeeOther, next)
 }
 
@@ -291,7 +314,12 @@ func (d *Dashboard) signout(c echo.Context) error {
 	if !CheckCSRF(c.Request()) {
 		return c.String(http.StatusForbidden, "missing or wrong CSRF token")
 	}
-	clearSession(c)
+	if id, ok := SessionID(c.Request()); ok && d.cfg.Sessions != nil {
+		if err := d.cfg.Sessions.SignOut(c.Request().Context(), id); err != nil {
+			return d.fail(c, page{Title: "Sign out"}, err)
+		}
+	}
+	d.clearSession(c)
 	return c.Redirect(http.StatusSeeOther, "/ui/signin")
 }
 

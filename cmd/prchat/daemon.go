@@ -338,16 +338,22 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 
 	// A worker alone serves its liveness and metrics on the same address.
 	if r.api {
+		sessions, err := chat.NewSessions(access, d.store, 0)
+		if err != nil {
+			return nil, err
+		}
 		dash, err := dashboard.New(dashboard.Config{
-			Access:      access,
-			Logger:      log,
-			AdminQueues: worker.NewQueueMonitor(d.rdb, "/admin/queues"),
+			Access:        access,
+			Sessions:      sessions,
+			SecureCookies: strings.HasPrefix(cfg.PublicURL, "https://"),
+			Logger:        log,
+			AdminQueues:   worker.NewQueueMonitor(d.rdb, "/admin/queues"),
 		}, d.svc)
 		if err != nil {
 			return nil, err
 		}
 		ghHooks, glHooks := fg.webhooks(cfg)
-		d.api, err = api.New(api.Config{Registry: reg, Logger: log, Access: access, RequestRate: cfg.RateRequests, Dashboard: dash, GitHub: ghHooks, GitLab: glHooks, PublicURL: cfg.PublicURL}, d.svc)
+		d.api, err = api.New(api.Config{Registry: reg, Logger: log, Access: access, RequestRate: cfg.RateRequests, Dashboard: dash, GitHub: ghHooks, GitLab: glHooks, PublicURL: cfg.PublicURL, Sessions: sessions}, d.svc)
 		if err != nil {
 			return nil, err
 		}

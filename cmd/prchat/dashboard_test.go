@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -410,9 +412,13 @@ func TestDashboardSignIn(t *testing.T) {
 	b.noProblems("signed in")
 
 	// The session cookie without its CSRF token changes nothing.
+	session := signInHTTP(t, base, asker)
+	if session == asker || strings.Contains(session, asker[4:]) {
+		t.Fatal("the session cookie holds the API token")
+	}
 	req, _ := http.NewRequest("POST", base+"/api/v1/conversations/"+conv+"/turns", strings.NewReader(`{"question":"forged?"}`))
 	req.Header.Set("Content-Type", "application/json")
-	req.AddCookie(&http.Cookie{Name: "prchat_session", Value: asker})
+	req.AddCookie(&http.Cookie{Name: "prchat_session", Value: session})
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -421,6 +427,73 @@ func TestDashboardSignIn(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden {
 		t.Errorf("a cookie-only POST = %d, want 403", resp.StatusCode)
 	}
+	// A token is no session: as a cookie it is refused.
+	if got := getWithCookie(t, base+"/api/v1/repos", asker); got != http.StatusUnauthorized {
+		t.Errorf("the API token as the session cookie = %d, want 401", got)
+	}
+}
+
+// noRedirects is an HTTP client that shows redirects instead of following
+// them.
+var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// signInHTTP signs in with token as a browser would (the form's CSRF value
+// and its cookie, then the post) and returns the session cookie's value.
+func signInHTTP(t *testing.T, base, token string) string {
+	t.Helper()
+	resp, err := noRedirects.Get(base + "/ui/signin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var csrf *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == "prchat_signin" {
+			csrf = c
+		}
+	}
+	if csrf == nil || !strings.Contains(string(page), csrf.Value) {
+		t.Fatalf("the sign-in form has no CSRF value: %v", resp.Cookies())
+	}
+	form := url.Values{"token": {token}, "next": {"/"}, "signin_csrf": {csrf.Value}}
+	req, _ := http.NewRequest("POST", base+"/ui/signin", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.AddCookie(csrf)
+	resp, err = noRedirects.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign in = %d", resp.StatusCode)
+	}
+	for _, c := range resp.Cookies() {
+		if c.Name == "prchat_session" {
+			if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode {
+				t.Errorf("the session cookie is %+v, want HttpOnly and SameSite=Strict", c)
+			}
+			return c.Value
+		}
+	}
+	t.Fatal("sign in set no session cookie")
+	return ""
+}
+
+// getWithCookie GETs u with the session cookie and returns the status.
+func getWithCookie(t *testing.T, u, session string) int {
+	t.Helper()
+	req, _ := http.NewRequest("GET", u, nil)
+	req.AddCookie(&http.Cookie{Name: "prchat_session", Value: session})
+	resp, err := noRedirects.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusSeeOther && !strings.HasPrefix(resp.Header.Get("Location"), "/ui/signin") {
+		t.Errorf("GET %s redirects to %s", u, resp.Header.Get("Location"))
+	}
+	return resp.StatusCode
 }
 
 // waitAs long-polls a turn with token until it settles.
