@@ -83,6 +83,8 @@ type daemon struct {
 	reconciler *worker.Reconciler
 	outbox     *worker.Outbox
 	runner     string
+	// lock is the data directory's lock file (lockDataDir), if taken.
+	lock *os.File
 
 	failed   chan error
 	stopOnce sync.Once
@@ -441,6 +443,9 @@ func (d *daemon) Stop() {
 		}
 		if d.store != nil {
 			_ = d.store.Close()
+		}
+		if d.lock != nil {
+			_ = d.lock.Close()
 		}
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -234,4 +235,91 @@ func TestAskStylesFollowTheirOwnStream(t *testing.T) {
 	if got := out(); strings.Contains(got, esc) || !strings.Contains(got, "Load refuses an empty path.") {
 		t.Errorf("stdout to a file: %q", got)
 	}
+}
+
+// TestVersion: `prchat version` and `--version` print the module version,
+// the VCS revision and the Go version, on stdout, exit 0.
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	for _, arg := range []string{"version", "--version"} {
+		code, out, errOut := run(t, nil, arg)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if code != 0 || errOut != "" || len(lines) != 3 || !strings.HasPrefix(lines[0], "prchat ") ||
+			!strings.HasPrefix(lines[1], "revision ") || !strings.HasPrefix(lines[2], "go1.") {
+			t.Errorf("prchat %s: exit %d, stdout %q, stderr %q", arg, code, out, errOut)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a daemon's log writes and the
+// test's reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestOneDaemonPerDataDirectory: a second `prchat serve` on the data
+// directory of a running one refuses to start, saying which process holds
+// it; the first one's startup log names its data directory, dashboard and
+// how to stop it. Once the first stops, the directory is free again.
+func TestOneDaemonPerDataDirectory(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	env := func(listen string) func(string) string {
+		return func(k string) string {
+			return map[string]string{"PRCHAT_DATA_DIR": dir, "PRCHAT_LISTEN": listen}[k]
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var logs syncBuffer
+	done := make(chan int)
+	go func() { done <- Main(ctx, []string{"serve"}, env("127.0.0.1:0"), io.Discard, &logs) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(logs.String(), "prchat started") {
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("serve did not start:\n%s", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	started := logs.String()
+	for _, want := range []string{"data_dir=" + dir, "dashboard=http://127.0.0.1:", "stop=\"Ctrl+C or SIGTERM"} {
+		if !strings.Contains(started, want) {
+			t.Errorf("the startup log lacks %s:\n%s", want, started)
+		}
+	}
+
+	code, _, errOut := run(t, map[string]string{"PRCHAT_DATA_DIR": dir, "PRCHAT_LISTEN": "127.0.0.1:0"}, "serve")
+	want := fmt.Sprintf("another prchat daemon (pid %d) is using the data directory %s", os.Getpid(), dir)
+	if code != 1 || !strings.Contains(errOut, want) || !strings.Contains(errOut, "--data-dir") {
+		t.Errorf("a second serve: exit %d, stderr %q; want 1 and %q", code, errOut, want)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("the first serve exited %d:\n%s", code, logs.String())
+	}
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	go func() { done <- Main(ctx2, []string{"serve"}, env("127.0.0.1:0"), io.Discard, &logs) }()
+	deadline = time.Now().Add(30 * time.Second)
+	for strings.Count(logs.String(), "prchat started") < 2 {
+		if time.Now().After(deadline) {
+			cancel2()
+			t.Fatalf("serve did not start again once the first stopped:\n%s", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel2()
+	<-done
 }

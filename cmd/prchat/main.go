@@ -48,6 +48,7 @@ Commands:
   review    record a review version from an agent session you ran yourself
   token     make, list and revoke API tokens
   bench     measure intake, overhead, throughput, memory, live events and running turns
+  version   print the version, VCS revision and Go version of this binary
 
 Run 'prchat <command> --help' for the settings of a command.
 `
@@ -75,6 +76,9 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 		err = runToken(ctx, rest, getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
+		return 0
+	case "version", "--version", "-version":
+		printVersion(stdout)
 		return 0
 	default:
 		fmt.Fprintf(stderr, "prchat: unknown command %q\n\n%s", cmd, usage)
@@ -131,8 +135,19 @@ func startDaemon(ctx context.Context, cmd string, args []string, getenv func(str
 	if cfg.BenchAgent {
 		opts.backends = append(opts.backends, &bench.Agent{})
 	}
+	lock, err := lockDataDir(cfg, cmd)
+	if err != nil {
+		return nil, cfg, log, err
+	}
 	d, err := start(ctx, cfg, roleOf(cmd), opts)
-	return d, cfg, log, err
+	if err != nil {
+		if lock != nil {
+			lock.Close()
+		}
+		return nil, cfg, log, err
+	}
+	d.lock = lock
+	return d, cfg, log, nil
 }
 
 // runDaemon runs serve, api or worker until ctx ends.
@@ -149,7 +164,11 @@ func runDaemon(ctx context.Context, cmd string, args []string, getenv func(strin
 		}
 		defer stopProfile()
 	}
-	log.InfoContext(ctx, "prchat started", "command", cmd, "listen", d.Addr(), "worker", cfg.WorkerID, "bench_agent", cfg.BenchAgent)
+	attrs := []any{"command", cmd, "listen", d.Addr(), "data_dir", cfg.DataDir, "worker", cfg.WorkerID, "bench_agent", cfg.BenchAgent}
+	if cmd != "worker" {
+		attrs = append(attrs, "dashboard", d.URL()+"/")
+	}
+	log.InfoContext(ctx, "prchat started", append(attrs, "stop", "Ctrl+C or SIGTERM (twice: running turns handed on at once)")...)
 	select {
 	case <-ctx.Done():
 	case err = <-d.Failed():
