@@ -112,6 +112,8 @@ type Dashboard struct {
 	pages map[string]*template.Template
 	// signins counts failed sign-ins per client address.
 	signins signinLimits
+	// queues is asynqmon's Content-Security-Policy.
+	queues queuePolicy
 }
 
 // New returns a Dashboard reading from svc.
@@ -155,10 +157,11 @@ func (d *Dashboard) Register(e *echo.Echo) {
 	page(http.MethodGet, "/ui/assets/*", echo.WrapHandler(http.StripPrefix("/ui/assets/", http.FileServer(http.FS(static)))))
 	if d.cfg.AdminQueues != nil {
 		h := echo.WrapHandler(d.cfg.AdminQueues)
-		e.GET("/admin/queues", h, d.requireAdmin)
+		headers := d.queueHeaders(d.cfg.AdminQueues, "/admin/queues")
+		e.GET("/admin/queues", h, headers, d.requireAdmin)
 		// asynqmon's own pages and the API its page calls.
 		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
-			e.Add(m, "/admin/queues/*", h, d.requireAdmin)
+			e.Add(m, "/admin/queues/*", h, headers, d.requireAdmin)
 		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/prchat/prchat/chat"
 )
 
@@ -134,6 +136,44 @@ func TestAdminQueuesAreForAdmins(t *testing.T) {
 	for _, q := range list.Queues {
 		if q.Paused {
 			t.Errorf("queue %s was paused by a refused request", q.Queue)
+		}
+	}
+}
+
+// TestAdminQueuesInABrowser (issue: /admin/queues sent none of the
+// dashboard's security headers): asynqmon's page comes with a
+// Content-Security-Policy that allows its inline scripts by hash only, may
+// not be framed, and runs in Chromium under that policy without one
+// violation.
+func TestAdminQueuesInABrowser(t *testing.T) {
+	b := newBrowser(t)
+	e := setup(t, mode{name: "embedded"}, nil)
+	resp, err := http.Get(e.url + "/admin/queues")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	csp := resp.Header.Get("Content-Security-Policy")
+	for _, want := range []string{"default-src 'none'", "script-src 'self' 'sha256-", "frame-ancestors 'none'", "connect-src 'self'"} {
+		if !strings.Contains(csp, want) {
+			t.Errorf("asynqmon's Content-Security-Policy %q lacks %q", csp, want)
+		}
+	}
+	if strings.Contains(csp, "script-src 'self' 'unsafe-inline'") {
+		t.Errorf("asynqmon's policy allows every inline script: %q", csp)
+	}
+	for name, want := range map[string]string{"X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin"} {
+		if got := resp.Header.Get(name); got != want {
+			t.Errorf("asynqmon's %s = %q, want %q", name, got, want)
+		}
+	}
+	b.run("open the queues", chromedp.Navigate(e.url+"/admin/queues"))
+	b.poll("asynqmon renders", `document.querySelector("#root") && document.querySelector("#root").children.length > 0 && document.body.innerText.includes("Queues")`)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, p := range b.problems {
+		if strings.Contains(p, "Content Security Policy") || strings.Contains(p, "Refused to") {
+			t.Errorf("asynqmon breaks its policy: %s", p)
 		}
 	}
 }
