@@ -166,6 +166,9 @@ func (a *answerer) answer() (ok bool, why string) {
 	if len(a.focus) > 0 && len(a.q.targets) == 0 {
 		return a.focused()
 	}
+	if a.implementsPair() {
+		return true, ""
+	}
 	return false, "the question is not of a kind the structure answers (definitions, uses, implementations, changes, returns, tests)"
 }
 
@@ -253,6 +256,9 @@ func (a *answerer) define() (bool, string) {
 	}
 	i := a.firstDefined()
 	if i < 0 {
+		if a.gone() {
+			return true, ""
+		}
 		return false, fmt.Sprintf("nothing in the head commit declares %s", code(a.q.targets[0]))
 	}
 	defs := a.defsOf(i)
@@ -286,6 +292,33 @@ func (a *answerer) define() (bool, string) {
 		a.r.citeDef(d)
 	}
 	return true, ""
+}
+
+// gone answers about a target that only the base has: the PR renamed,
+// moved or removed it.
+func (a *answerer) gone() bool {
+	for _, name := range a.q.targets {
+		if len(a.ix.Defs(name)) > 0 {
+			continue
+		}
+		for _, c := range a.ix.Changes {
+			if c.OldName == name && c.Name != name {
+				a.r.say("%s is not in the head commit: the PR renamed it to %s.", code(name), code(c.Name))
+				a.r.point("the %s", a.describeChange(c))
+				a.callersOfRename([]index.Change{c})
+				return true
+			}
+			if c.Kind == "removed" && c.Name == name {
+				a.r.say("%s is not in the head commit: the PR removed it (it was at %s in the base).", code(name), lines(c.OldPath, c.OldStart, c.OldEnd))
+				if u := a.ix.Undefined(name); len(u) > 0 {
+					a.r.say("It is still used at %s, where it is now undefined.", at(u[0].File.Path, u[0].Ref().Line))
+					a.r.cite(u[0].File, u[0].Ref().Line, u[0].Ref().Line)
+				}
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // undeclared answers that name is declared nowhere.
@@ -400,6 +433,15 @@ func (a *answerer) callers() (bool, string) {
 		}
 	}
 	if i < 0 {
+		for _, name := range a.q.targets {
+			if len(a.ix.Undefined(name)) > 0 {
+				a.undeclared(name)
+				return true, ""
+			}
+		}
+		if a.gone() {
+			return true, ""
+		}
 		return false, "the question names nothing the code defines"
 	}
 	name := a.q.targets[i]
@@ -437,11 +479,11 @@ func (a *answerer) callers() (bool, string) {
 	if calls == len(uses) {
 		verb = "called"
 	}
-	breaks := a.q.has("break", "affect", "impact", "depend")
+	breaks := a.q.has("break*", "affect*", "impact*", "depend*")
 	if breaks {
-		a.r.say("Changing %s affects %s in %s:", code(name), plural(len(uses), "use", "uses"), plural(len(groups), "file", "files"))
+		a.r.say("Changing %s affects %s in %s:", a.label(i), plural(len(uses), "use", "uses"), plural(len(groups), "file", "files"))
 	} else {
-		a.r.say("%s is %s in %s in %s:", code(name), verb, plural(len(uses), "place", "places"), plural(len(groups), "file", "files"))
+		a.r.say("%s is %s in %s in %s:", a.label(i), verb, plural(len(uses), "place", "places"), plural(len(groups), "file", "files"))
 	}
 	var by []string
 	for j, g := range groups {
@@ -1157,6 +1199,17 @@ func (a *answerer) whyReturn() (bool, string) {
 			}
 		}
 	}
+	unknown := false
+	if value == "" {
+		// An identifier the question names that the code does not know:
+		// no return yields it, and the answer must not pretend otherwise.
+		for _, tok := range tokenRE.FindAllString(a.q.text, -1) {
+			if identLike(tok) && !slices.Contains(a.q.targets, tok) && !a.ix.Known(tok) {
+				value, unknown = tok, true
+				break
+			}
+		}
+	}
 	match := func(f *index.File, r index.Return) bool {
 		if value != "" {
 			return slices.Contains(r.Names, value) || strings.Contains(r.Text, value)
@@ -1205,6 +1258,9 @@ func (a *answerer) whyReturn() (bool, string) {
 		}
 		if value != "" {
 			a.r.say("No return statement of %s yields %s.", subject, code(value))
+			if unknown {
+				a.r.say("Nothing in the head commit declares or uses %s.", code(value))
+			}
 		} else {
 			a.r.say("%s has no return that raises or returns an error.", subject)
 		}
@@ -1570,6 +1626,15 @@ func testOf(f *index.File, def int) int {
 func (a *answerer) describe() (bool, string) {
 	i := a.firstDefined()
 	if i < 0 {
+		for _, name := range a.q.targets {
+			if len(a.ix.Undefined(name)) > 0 {
+				a.undeclared(name)
+				return true, ""
+			}
+		}
+		if a.gone() {
+			return true, ""
+		}
 		return false, "the question names nothing the head commit declares"
 	}
 	d := a.defsOf(i)[0]

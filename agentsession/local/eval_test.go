@@ -72,6 +72,19 @@ func shopFixture(t *testing.T) shop {
 	return shop{repo: agentsessiontest.NewRepo(t, base, second), head: head}
 }
 
+// lineCount counts the lines of a file at the head as citation checks do.
+func (s shop) lineCount(_ context.Context, p string) (int, error) {
+	content, ok := s.head[p]
+	if !ok {
+		return 0, fmt.Errorf("%s: no such file", p)
+	}
+	n := strings.Count(content, "\n")
+	if content != "" && !strings.HasSuffix(content, "\n") {
+		n++
+	}
+	return n, nil
+}
+
 // loc is where an answer must cite: "path:text" is the first line of path
 // at the head that holds text, "path:text#2" the second.
 type loc string
@@ -207,6 +220,16 @@ var evalCases = []evalCase{
 	{q: "Is parseConfig tested?", facts: []string{"No"}, cite: []loc{"config/config.go:func parseConfig"}},
 	{q: "Is FileStore tested?", facts: []string{"No test"}, cite: []loc{"store/file.go:type FileStore struct"}},
 
+	// Other phrasings, and names only the base has.
+	{q: "Where is loadConfig defined?", facts: []string{"not in the head commit", "renamed it to `parseConfig`"}, cite: []loc{"config/config.go:func parseConfig"}},
+	{q: "What is errEmpty?", facts: []string{"declared nowhere in the head commit"}, cite: []loc{"config/config.go:return nil, errEmpty"}},
+	{q: "Is RemoteCart a CartStore?", facts: []string{"Yes: `RemoteCart` implements `CartStore`"},
+		cite: []loc{"web/src/remote.ts:export class RemoteCart"}, also: []loc{"web/src/api.ts:export interface CartStore"}},
+	{q: "Is ErrNotFound used anywhere?", facts: []string{"4 places in 4 files"},
+		cite: []loc{`store/mem.go:return "", ErrNotFound`, `store/file.go:return "", ErrNotFound`}, also: []loc{`store/readonly.go:return "", ErrNotFound`, "store/mem_test.go:errors.Is(err, ErrNotFound)"}},
+	{q: "How can fetchCart fail?", facts: []string{"`id === \"\"`"}, cite: []loc{`web/src/api.ts:if (id === "")`}},
+	{q: "Tell me about Client", facts: []string{"class", "app/client.py", "`__init__` and `get`"}, cite: []loc{"app/client.py:class Client"}},
+
 	// Callees and what a function does.
 	{q: "What does MustLoad call?", facts: []string{"`parseConfig`"}, cite: []loc{"config/load.go:c, err := parseConfig(path)"}},
 	{q: "What does user_report do?", facts: []string{"`fetch_user`", "app/report.py"}, cite: []loc{"app/report.py:def user_report"}},
@@ -233,6 +256,10 @@ func TestEvaluation(t *testing.T) {
 			t.Fatalf("%q: %v", c.q, err)
 		}
 		var problems []string
+		// The checks the daemon runs on every answer.
+		if err := chat.CheckCitations(context.Background(), a, s.lineCount); err != nil {
+			t.Errorf("%q: %v", c.q, err)
+		}
 		if strings.Contains(a.AnswerMarkdown, "I cannot answer this from the code's structure") {
 			problems = append(problems, "fell back to a search")
 		}

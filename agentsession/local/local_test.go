@@ -342,3 +342,27 @@ func BenchmarkSearch3000Files(b *testing.B) {
 		ask(b, dir, "Where is parseConfig defined and how does it handle max_retries?", nil)
 	}
 }
+
+// TestUnansweredSaysSo: a question the structure cannot answer gets the
+// text search and says so; one about a name the code does not have says
+// that, and claims nothing about it.
+func TestUnansweredSaysSo(t *testing.T) {
+	t.Parallel()
+	dir := writeTree(t, map[string]string{"config/config.go": configGo, "main.go": mainGo})
+	for _, q := range []string{"How fast is the settings reader on a cold disk?", "Where is quuxHandler declared?"} {
+		a, events, _ := ask(t, dir, q, nil)
+		if !strings.HasPrefix(a.AnswerMarkdown, "I cannot answer this from the code's structure (") ||
+			!strings.Contains(a.AnswerMarkdown, "this is the best text search I have") {
+			t.Errorf("%q: the answer does not say the structure did not answer it:\n%s", q, a.AnswerMarkdown)
+		}
+		if len(events) != 5 || events[2].ToolName != "search_code" {
+			t.Errorf("%q: events = %+v, want the structure and then the search", q, events)
+		}
+	}
+	a, _, _ := ask(t, dir, "Why does parseConfig return errQuux?", nil)
+	for _, want := range []string{"No return statement of `parseConfig` yields `errQuux`.", "Nothing in the head commit declares or uses `errQuux`.", "`return c, nil`"} {
+		if !strings.Contains(a.AnswerMarkdown, want) {
+			t.Errorf("the answer lacks %q:\n%s", want, a.AnswerMarkdown)
+		}
+	}
+}

@@ -107,7 +107,7 @@ func readQuestion(text string, ix *index.Index, focused bool) *question {
 			qual = parts[len(parts)-2]
 		}
 		resolved := ""
-		if ix.Known(name) {
+		if ix.Known(name) || changed(ix, name) {
 			resolved = name
 		} else if len(name) >= 3 {
 			if alts := ix.Fold(name); len(alts) == 1 {
@@ -177,9 +177,8 @@ func (q *question) classify(ix *index.Index, focused bool) kindOf {
 		return askWhen
 	case q.has("what does") && q.hasWord("call") && !q.has("who calls", "what calls"), q.has("callees", "which functions does", "what functions does"):
 		return askCallees
-	case q.has("who calls", "what calls", "callers", "caller", "call site", "called from", "called by", "is called", "are called",
-		"who uses", "what uses", "where is", "where are") && q.hasWord("used", "called", "calls", "callers", "caller", "uses", "call", "sites", "site", "invoked"),
-		q.has("usages", "references to", "who references", "referenced", "what breaks", "would break", "breaks if", "depends on", "depend on", "affected", "impact", "who uses", "what uses"):
+	case q.hasWord("used", "uses", "use", "usage", "usages", "referenced", "references", "reference", "callers", "caller", "call", "calls",
+		"called", "invoked", "invokes", "invoke", "dependents") || q.has("break*", "affect*", "impact*", "depend*"):
 		return askCallers
 	case q.has("what changed", "what has changed", "what did", "changes", "changed", "change in", "diff", "modif*", "what's new", "what is new", "added", "removed", "deleted", "this pr", "the pr", "pull request"):
 		return askChanges
@@ -189,8 +188,19 @@ func (q *question) classify(ix *index.Index, focused bool) kindOf {
 		return askDefine
 	case focused && (q.has("this", "these lines", "here", "the range", "the selection") || len(q.targets) == 0):
 		return askFocus
-	case len(q.targets) > 0 && q.has("what does", "what is", "what are", "explain", "describe", "how does", "purpose of", "do?"):
+	case len(q.targets) > 0 && q.has("what does", "what is", "what are", "what's", "explain", "describe", "how does", "purpose of", "do?", "tell me about", "what about"):
 		return askDescribe
 	}
 	return askUnknown
+}
+
+// changed reports whether the PR renamed, moved or removed a definition
+// of that name: a name of the base the head may no longer have.
+func changed(ix *index.Index, name string) bool {
+	for _, c := range ix.Changes {
+		if c.OldName == name || c.Kind == "removed" && c.Name == name {
+			return true
+		}
+	}
+	return false
 }

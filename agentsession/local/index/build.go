@@ -105,6 +105,13 @@ func Build(ctx context.Context, dir string, opt Options) (*Index, error) {
 // parseFile reads one file of a language other than Go.
 func parseFile(p, lang string, src []byte) *File {
 	f := &File{Path: p, Lang: lang, Lines: countLines(src), Package: path.Dir(p), Test: isTestPath(p)}
+	defer func() {
+		// A parser's mistake costs the file its structure, never the
+		// process.
+		if r := recover(); r != nil {
+			*f = File{Path: p, Lang: lang, Lines: countLines(src), Package: path.Dir(p), Test: isTestPath(p), ParseErr: fmt.Sprintf("parser failure: %v", r)}
+		}
+	}()
 	switch lang {
 	case "python":
 		parsePython(f, src)

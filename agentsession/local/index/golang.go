@@ -94,6 +94,7 @@ func checkGo(fset *token.FileSet, files []goSource, modules map[string]string) (
 			}
 		}
 	}
+	clear(files) // the packages hold them now
 	// The import graph, and waves of packages whose imports are checked.
 	for _, p := range order {
 		seen := map[*goPkg]bool{}
@@ -129,8 +130,18 @@ func checkGo(fset *token.FileSet, files []goSource, modules map[string]string) (
 			wave, rest = rest[:1], rest[1:]
 		}
 		c.parallel(wave, func(p *goPkg) {
+			defer func() {
+				// go/types on broken code is not expected to panic; if
+				// it does, the package keeps no structure.
+				if r := recover(); r != nil {
+					p.out = nil
+				}
+			}()
 			c.check(p)
 			p.out = c.extract(p, parseErrs)
+			// What the other packages need is the types: the syntax,
+			// sources and uses can go.
+			p.info, p.files, p.srcs, p.errs = nil, nil, nil, nil
 		})
 		c.mu.Lock()
 		for _, p := range wave {

@@ -330,3 +330,36 @@ func TestDiffAndSave(t *testing.T) {
 		t.Error("an index loaded for other commits")
 	}
 }
+
+// TestParsersTolerateAnything feeds the hand-written parsers every prefix
+// of real files and some noise: each returns, keeps its lines in range,
+// and records nothing past the end.
+func TestParsersTolerateAnything(t *testing.T) {
+	srcs := map[string]string{}
+	for _, dir := range []string{"base", "head"} {
+		root := filepath.Join("..", "testdata", "shop", dir)
+		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && Lang(p) != "" && Lang(p) != "go" {
+				b, _ := os.ReadFile(p)
+				srcs[p] = string(b)
+			}
+			return nil
+		})
+	}
+	srcs["noise.ts"] = "}}} ) ] class { interface < > => `${ /re/ ' \" \n function ( { export {"
+	srcs["noise.py"] = "\t  def (:\n@@\nclass:\n  \"\"\"unterminated\n  )))\n if if:\nelse\n"
+	for p, src := range srcs {
+		lang := Lang(p)
+		for n := 0; n <= len(src); n += max(1, len(src)/60) {
+			f := parseFile(p, lang, []byte(src[:n]))
+			if strings.HasPrefix(f.ParseErr, "parser failure") {
+				t.Fatalf("%s cut at %d: %s", p, n, f.ParseErr)
+			}
+			for _, d := range f.Defs {
+				if d.Start < 1 || d.End < d.Start || d.End > max(f.Lines, 1) {
+					t.Fatalf("%s cut at %d: definition %+v outside the file's %d lines", p, n, d, f.Lines)
+				}
+			}
+		}
+	}
+}

@@ -989,8 +989,7 @@ func (p *tsParser) step(def int) {
 			p.f.Defs[idx].End = p.last
 		}
 	case t.kind == tOp && t.text == "{":
-		prev := p.t[p.i-2]
-		if p.i >= 2 && prev.text == ")" && prev.kind == tOp {
+		if p.i >= 2 && p.t[p.i-2].text == ")" && p.t[p.i-2].kind == tOp {
 			// A method body in an object literal: name(...) { ... }.
 			idx := p.funcExpr(def, "", t.line)
 			p.block(nil, idx)
