@@ -619,15 +619,7 @@ func (a *answerer) implements() (bool, string) {
 	if ok := a.implementsPair(); ok {
 		return true, ""
 	}
-	var asIface, asType []index.Satisfaction
-	for _, s := range a.ix.Satisfies {
-		if s.Interface == name {
-			asIface = append(asIface, s)
-		}
-		if s.Type == name {
-			asType = append(asType, s)
-		}
-	}
+	asIface, asType := a.ix.Implementations(name), a.ix.Satisfied(name)
 	isIface := defs[0].Def().Kind == index.KindInterface || len(asIface) > 0 && !a.q.has("does "+strings.ToLower(name)+" ", "what does", "which interfaces")
 	if isIface {
 		var yes, no []string
@@ -659,11 +651,12 @@ func (a *answerer) implements() (bool, string) {
 		if len(yes) == 0 {
 			a.r.say("No type in the head commit implements %s.", code(name))
 		} else {
-			a.r.say("%s %s %s.", joinAnd(yes), pluralVerb(len(yes), "implements", "implement"), code(name))
+			a.r.say("%s %s %s.", joinAnd(capList(yes, 8)), pluralVerb(len(yes), "implements", "implement"), code(name))
 		}
 		if len(no) > 0 {
-			a.r.say("%s some of its methods but not all: %s.", plural(len(no), "type has", "types have"), strings.Join(no, ", "))
+			a.r.say("%s some of its methods but not all: %s.", plural(len(no), "type has", "types have"), strings.Join(capList(no, 8), ", "))
 		}
+		a.r.capPoints(12)
 		def := defs[0].Def()
 		if len(def.Methods) > 0 {
 			a.r.point("%s: %s declares %s", at(defs[0].File.Path, def.Line), code(name), codeList(def.Methods))
@@ -695,11 +688,12 @@ func (a *answerer) implements() (bool, string) {
 	if len(yes) == 0 {
 		a.r.say("%s implements no interface of the head commit.", code(name))
 	} else {
-		a.r.say("%s implements %s.", code(name), joinAnd(yes))
+		a.r.say("%s implements %s.", code(name), joinAnd(capList(yes, 8)))
 	}
 	if len(no) > 0 {
-		a.r.say("It does not implement %s.", strings.Join(no, ", "))
+		a.r.say("It does not implement %s.", strings.Join(capList(no, 8), ", "))
 	}
+	a.r.capPoints(12)
 	if len(def.Bases) > 0 {
 		a.r.say("It extends %s.", codeList(def.Bases))
 	}
@@ -726,8 +720,8 @@ func (a *answerer) implementsPair() bool {
 		return false
 	}
 	t, in := types[0], ifaces[0]
-	for _, s := range a.ix.Satisfies {
-		if s.Type != t || s.Interface != in {
+	for _, s := range a.ix.Satisfied(t) {
+		if s.Interface != in {
 			continue
 		}
 		td, id := a.typeDef(s.Type, s.TypePath), a.typeDef(s.Interface, s.InterfacePath)
@@ -1669,6 +1663,22 @@ func (a *answerer) describe() (bool, string) {
 		}
 	}
 	return true, ""
+}
+
+// capList keeps the first n items and says how many more there are.
+func capList(items []string, n int) []string {
+	if len(items) <= n {
+		return items
+	}
+	return append(slices.Clone(items[:n]), fmt.Sprintf("%d more", len(items)-n))
+}
+
+// capPoints keeps the first n points of evidence.
+func (r *reply) capPoints(n int) {
+	if len(r.evidence) > n {
+		more := len(r.evidence) - n
+		r.evidence = append(r.evidence[:n], fmt.Sprintf("and %d more", more))
+	}
 }
 
 func codeList(names []string) string {

@@ -82,12 +82,9 @@ func Build(ctx context.Context, dir string, opt Options) (*Index, error) {
 	if err != nil {
 		return nil, fmt.Errorf("index %s: %w", dir, err)
 	}
-	gf, sats := checkGo(fset, goFiles, modules)
-	ix.Files = append(ix.Files, gf...)
-	ix.Satisfies = append(ix.Satisfies, sats...)
+	ix.Files = append(ix.Files, checkGo(fset, goFiles, modules)...)
 	ix.Bytes = bytesIn.Load()
 	pruneRefs(ix.Files)
-	ix.Satisfies = append(ix.Satisfies, structural(ix.Files)...)
 	ix.finish()
 	if opt.Base != "" && opt.Head != "" {
 		if err := ix.diff(ctx, dir, opt); err != nil {
@@ -156,71 +153,6 @@ func pruneRefs(files []*File) {
 		}
 		f.Refs = slices.DeleteFunc(f.Refs, func(r Ref) bool { return !defined[r.Name] })
 	}
-}
-
-// structural finds, outside Go, the classes that implement an interface,
-// protocol or base class: by declaring it, or by having all its methods.
-func structural(files []*File) []Satisfaction {
-	type def struct {
-		f *File
-		d *Def
-	}
-	var ifaces, classes []def
-	for _, f := range files {
-		if f.Lang == "go" {
-			continue
-		}
-		for i := range f.Defs {
-			d := &f.Defs[i]
-			switch d.Kind {
-			case KindInterface:
-				ifaces = append(ifaces, def{f, d})
-			case KindClass:
-				classes = append(classes, def{f, d})
-			}
-		}
-	}
-	// A class others declare as their base counts as an interface too.
-	bases := map[string]bool{}
-	for _, c := range classes {
-		for _, b := range append(slices.Clone(c.d.Bases), c.d.Implements...) {
-			bases[b] = true
-		}
-	}
-	for _, c := range classes {
-		if bases[c.d.Name] {
-			ifaces = append(ifaces, c)
-		}
-	}
-	var out []Satisfaction
-	for _, in := range ifaces {
-		for _, c := range classes {
-			if c.d == in.d || langFamily(c.f.Lang) != langFamily(in.f.Lang) {
-				continue
-			}
-			declared := slices.Contains(c.d.Implements, in.d.Name) || slices.Contains(c.d.Bases, in.d.Name)
-			var missing []string
-			for _, m := range in.d.Methods {
-				if !slices.Contains(c.d.Methods, m) {
-					missing = append(missing, m)
-				}
-			}
-			if in.d.Kind == KindClass && !declared {
-				continue // only subclasses implement a base class
-			}
-			if !declared && (len(in.d.Methods) == 0 || len(missing) > 0) {
-				continue
-			}
-			if declared && in.d.Kind == KindClass {
-				missing = nil // a subclass inherits what it does not define
-			}
-			out = append(out, Satisfaction{
-				Type: c.d.Name, Interface: in.d.Name, TypePath: c.f.Path, InterfacePath: in.f.Path,
-				Declared: declared, Missing: missing,
-			})
-		}
-	}
-	return out
 }
 
 func langFamily(lang string) string {

@@ -57,11 +57,11 @@ func parseGo(fset *token.FileSet, p string, src []byte) goSource {
 }
 
 // checkGo type-checks the parsed Go files, tolerating errors, and returns
-// their structure and the interface satisfactions of their types. The
+// their structure (method sets with their signatures included). The
 // packages are checked on all cores, each after the packages it imports.
-func checkGo(fset *token.FileSet, files []goSource, modules map[string]string) ([]*File, []Satisfaction) {
+func checkGo(fset *token.FileSet, files []goSource, modules map[string]string) []*File {
 	if len(files) == 0 {
-		return nil, nil
+		return nil
 	}
 	c := &goChecker{fset: fset, byDir: map[string]*goPkg{}, modules: modules, dirs: map[string]bool{}}
 	slices.SortFunc(files, func(a, b goSource) int { return strings.Compare(a.path, b.path) })
@@ -154,7 +154,7 @@ func checkGo(fset *token.FileSet, files []goSource, modules map[string]string) (
 	for _, p := range order {
 		out = append(out, p.out...)
 	}
-	return out, c.satisfactions(order)
+	return out
 }
 
 // parallel runs fn on every package, on all cores.
@@ -375,6 +375,7 @@ func (x *goExtract) defs(af *ast.File) {
 					}
 					if obj, ok := x.p.info.Defs[s.Name].(*types.TypeName); ok {
 						def.Methods = methodNames(obj.Type())
+						def.Sigs, def.PtrSigs = methodSigs(obj.Type())
 					}
 					x.add(def)
 					if it, ok := s.Type.(*ast.InterfaceType); ok {
@@ -450,6 +451,71 @@ func methodNames(t types.Type) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// methodSigs returns the methods of t as "Name signature" (the parameter
+// and result types, package-qualified, without names): for an interface,
+// its methods; for another type, the methods of T, and those *T adds.
+func methodSigs(t types.Type) (value, ptr []string) {
+	qual := func(p *types.Package) string { return p.Path() }
+	sig := func(f *types.Func) string {
+		st, ok := f.Type().(*types.Signature)
+		if !ok {
+			return f.Name()
+		}
+		var b strings.Builder
+		b.WriteString(f.Name())
+		b.WriteString(" (")
+		for i := range st.Params().Len() {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			pt := st.Params().At(i).Type()
+			if st.Variadic() && i == st.Params().Len()-1 {
+				if sl, ok := pt.(*types.Slice); ok {
+					b.WriteString("...")
+					pt = sl.Elem()
+				}
+			}
+			b.WriteString(types.TypeString(pt, qual))
+		}
+		b.WriteString(") (")
+		for i := range st.Results().Len() {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(types.TypeString(st.Results().At(i).Type(), qual))
+		}
+		b.WriteString(")")
+		return b.String()
+	}
+	if it, ok := t.Underlying().(*types.Interface); ok {
+		for i := range it.NumMethods() {
+			value = append(value, sig(it.Method(i)))
+		}
+		sort.Strings(value)
+		return value, nil
+	}
+	seen := map[string]bool{}
+	ms := types.NewMethodSet(t)
+	for i := range ms.Len() {
+		if f, ok := ms.At(i).Obj().(*types.Func); ok {
+			s := sig(f)
+			seen[s] = true
+			value = append(value, s)
+		}
+	}
+	ms = types.NewMethodSet(types.NewPointer(t))
+	for i := range ms.Len() {
+		if f, ok := ms.At(i).Obj().(*types.Func); ok {
+			if s := sig(f); !seen[s] {
+				ptr = append(ptr, s)
+			}
+		}
+	}
+	sort.Strings(value)
+	sort.Strings(ptr)
+	return value, ptr
 }
 
 // uses records the uses of the checkout's own objects.
@@ -640,84 +706,5 @@ func identNames(e ast.Node) []string {
 		}
 		return true
 	})
-	return out
-}
-
-// satisfactions lists, for every interface of the checkout with methods,
-// the named types that implement it, and those that have some of its
-// methods but not all (with what they miss).
-func (c *goChecker) satisfactions(pkgs []*goPkg) []Satisfaction {
-	type named struct {
-		obj  *types.TypeName
-		path string
-	}
-	var ifaces, concrete []named
-	where := func(obj types.Object) string { return c.fset.Position(obj.Pos()).Filename }
-	for _, p := range pkgs {
-		if p.pkg == nil || c.byDir[p.dir] != p {
-			continue
-		}
-		scope := p.pkg.Scope()
-		for _, n := range scope.Names() {
-			tn, ok := scope.Lookup(n).(*types.TypeName)
-			if !ok || tn.IsAlias() {
-				continue
-			}
-			if it, ok := tn.Type().Underlying().(*types.Interface); ok {
-				if it.NumMethods() > 0 {
-					ifaces = append(ifaces, named{tn, where(tn)})
-				}
-				continue
-			}
-			concrete = append(concrete, named{tn, where(tn)})
-		}
-	}
-	byMethod := map[string][]int{}
-	for i, t := range concrete {
-		for _, m := range methodNames(t.obj.Type()) {
-			byMethod[m] = append(byMethod[m], i)
-		}
-	}
-	var out []Satisfaction
-	for _, in := range ifaces {
-		it := in.obj.Type().Underlying().(*types.Interface)
-		var want []string
-		for i := range it.NumMethods() {
-			want = append(want, it.Method(i).Name())
-		}
-		cands := map[int]bool{}
-		for _, m := range want {
-			for _, i := range byMethod[m] {
-				cands[i] = true
-			}
-		}
-		idx := make([]int, 0, len(cands))
-		for i := range cands {
-			idx = append(idx, i)
-		}
-		sort.Ints(idx)
-		for _, i := range idx {
-			t := concrete[i]
-			s := Satisfaction{Type: t.obj.Name(), Interface: in.obj.Name(), TypePath: t.path, InterfacePath: in.path}
-			switch {
-			case types.Implements(t.obj.Type(), it):
-			case types.Implements(types.NewPointer(t.obj.Type()), it):
-				s.Pointer = true
-			default:
-				have := methodNames(t.obj.Type())
-				for _, m := range want {
-					if !slices.Contains(have, m) {
-						s.Missing = append(s.Missing, m)
-					}
-				}
-				if len(s.Missing) == 0 {
-					s.Missing = []string{"(a method with the interface's signature)"}
-				} else if len(s.Missing)*2 > len(want) {
-					continue // not meant to implement it
-				}
-			}
-			out = append(out, s)
-		}
-	}
 	return out
 }

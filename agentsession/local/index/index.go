@@ -54,8 +54,6 @@ type Index struct {
 	// empty when the review names none).
 	Head, Base string
 	Files      []*File
-	// Satisfies lists which types implement which interfaces.
-	Satisfies []Satisfaction
 	// Changes are the pull request's changes (base..head) by definition;
 	// ChangedFiles the files it touched. DiffErr says why there is no diff
 	// when there is none.
@@ -70,6 +68,9 @@ type Index struct {
 	undef  map[string][]UndefRef
 	lower  map[string][]string
 	files  map[string]*File
+	// types and ifaces are the type and class definitions, and those
+	// that can be implemented (interfaces, protocols, base classes).
+	types, ifaces []DefRef
 }
 
 // File is the structure of one source file.
@@ -109,6 +110,10 @@ type Def struct {
 	// Methods are the methods of a type, class or interface (pointer
 	// receivers included for Go).
 	Methods []string
+	// Sigs are, for Go, the methods with their signatures ("Get
+	// (string) (string, error)"): an interface's, or those of T; PtrSigs
+	// those *T adds.
+	Sigs, PtrSigs []string
 }
 
 // Ref is a use of a name.
@@ -153,7 +158,7 @@ type Guard struct {
 }
 
 // Satisfaction says that a type implements an interface, or misses some
-// of its methods.
+// of its methods (see Index.Implementations and Index.Satisfied).
 type Satisfaction struct {
 	Type, Interface string
 	// TypePath and InterfacePath are the files they are declared in.
@@ -240,6 +245,32 @@ func (ix *Index) finish() {
 		}
 		for i := range f.Undefined {
 			ix.undef[f.Undefined[i].Name] = append(ix.undef[f.Undefined[i].Name], UndefRef{f, i})
+		}
+	}
+	ix.types, ix.ifaces = nil, nil
+	bases := map[string]bool{}
+	for _, f := range ix.Files {
+		for i := range f.Defs {
+			d := &f.Defs[i]
+			for _, b := range d.Bases {
+				bases[b] = true
+			}
+			for _, b := range d.Implements {
+				bases[b] = true
+			}
+		}
+	}
+	for _, f := range ix.Files {
+		for i := range f.Defs {
+			switch d := &f.Defs[i]; d.Kind {
+			case KindInterface:
+				ix.ifaces = append(ix.ifaces, DefRef{f, i})
+			case KindType, KindClass:
+				ix.types = append(ix.types, DefRef{f, i})
+				if d.Kind == KindClass && bases[d.Name] {
+					ix.ifaces = append(ix.ifaces, DefRef{f, i})
+				}
+			}
 		}
 	}
 	for name := range ix.byName {
