@@ -623,8 +623,11 @@ func (a *answerer) implements() (bool, string) {
 	isIface := defs[0].Def().Kind == index.KindInterface || len(asIface) > 0 && !a.q.has("does "+strings.ToLower(name)+" ", "what does", "which interfaces")
 	if isIface {
 		var yes, no []string
-		for _, s := range asIface {
-			t := a.typeDef(s.Type, s.TypePath)
+		for j, s := range asIface {
+			var t index.DefRef
+			if j < 12 {
+				t = a.typeDef(s.Type, s.TypePath) // the rest are counted, not shown
+			}
 			if len(s.Missing) > 0 {
 				no = append(no, fmt.Sprintf("%s (lacks %s)", code(s.Type), codeList(s.Missing)))
 				if t.File != nil {
@@ -664,8 +667,11 @@ func (a *answerer) implements() (bool, string) {
 		return true, ""
 	}
 	var yes, no []string
-	for _, s := range asType {
-		in := a.typeDef(s.Interface, s.InterfacePath)
+	for j, s := range asType {
+		var in index.DefRef
+		if j < 12 {
+			in = a.typeDef(s.Interface, s.InterfacePath) // the rest are counted, not shown
+		}
 		if len(s.Missing) > 0 {
 			no = append(no, fmt.Sprintf("%s (lacks %s)", code(s.Interface), codeList(s.Missing)))
 			if in.File != nil {
@@ -1347,53 +1353,46 @@ func (a *answerer) when() (bool, string) {
 	}
 	empty := a.q.hasWord(emptyWords...)
 	type hit struct {
-		f     *index.File
-		r     index.Return
-		score int
+		f *index.File
+		r index.Return
 	}
-	var hits []hit
-	seen := map[string]bool{}
+	// Only the best-scoring guards are kept: on a large checkout many
+	// may test the same name.
+	var top []hit
+	best := 0
 	for _, f := range a.ix.Files {
 		for _, r := range f.Returns {
-			for gi, g := range r.Guards {
-				if gi > 0 {
-					break
-				}
-				score := 0
-				for _, w := range words {
-					for _, n := range g.Names {
-						if strings.EqualFold(n, w) {
-							score += 2
-						}
+			if len(r.Guards) == 0 {
+				continue
+			}
+			g := r.Guards[0]
+			score := 0
+			for _, w := range words {
+				for _, n := range g.Names {
+					if strings.EqualFold(n, w) {
+						score += 2
 					}
 				}
-				if score == 0 {
-					continue
-				}
-				if empty && slices.Contains(g.Names, `""`) || empty && (strings.Contains(g.Cond, "nil") || strings.Contains(g.Cond, "None") || strings.Contains(g.Cond, "len(")) {
-					score += 2
-				}
-				if g.Else {
-					score--
-				}
-				key := fmt.Sprintf("%s:%d", f.Path, r.Line)
-				if !seen[key] {
-					seen[key] = true
-					hits = append(hits, hit{f, r, score})
-				}
+			}
+			if score == 0 {
+				continue
+			}
+			if empty && slices.Contains(g.Names, `""`) || empty && (strings.Contains(g.Cond, "nil") || strings.Contains(g.Cond, "None") || strings.Contains(g.Cond, "len(")) {
+				score += 2
+			}
+			if g.Else {
+				score--
+			}
+			switch {
+			case score > best:
+				best, top = score, []hit{{f, r}}
+			case score == best:
+				top = append(top, hit{f, r})
 			}
 		}
 	}
-	if len(hits) == 0 {
+	if len(top) == 0 {
 		return false, "no condition in the head commit tests what the question names"
-	}
-	slices.SortStableFunc(hits, func(x, y hit) int { return y.score - x.score })
-	best := hits[0].score
-	var top []hit
-	for _, h := range hits {
-		if h.score == best {
-			top = append(top, h)
-		}
 	}
 	h := top[0]
 	g := h.r.Guards[0]

@@ -55,25 +55,26 @@ func satisfies(t, in DefRef) (Satisfaction, bool) {
 		if id.Kind != KindInterface || len(id.Sigs) == 0 {
 			return s, false
 		}
-		byName := func(sigs []string) map[string]string {
-			m := map[string]string{}
+		// sigOf finds the method named n in sigs ("Name (...) (...)").
+		sigOf := func(sigs []string, n string) string {
 			for _, sg := range sigs {
-				n, _, _ := strings.Cut(sg, " ")
-				m[n] = sg
+				if len(sg) > len(n) && sg[len(n)] == ' ' && strings.HasPrefix(sg, n) {
+					return sg
+				}
 			}
-			return m
+			return ""
 		}
-		value, ptr := byName(td.Sigs), byName(td.PtrSigs)
 		named := 0
 		for _, want := range id.Sigs {
 			n, _, _ := strings.Cut(want, " ")
+			v, p := sigOf(td.Sigs, n), sigOf(td.PtrSigs, n)
 			switch {
-			case value[n] == want:
+			case v == want:
 				named++
-			case ptr[n] == want:
+			case p == want:
 				named++
 				s.Pointer = true
-			case value[n] != "" || ptr[n] != "":
+			case v != "" || p != "":
 				named++
 				s.Missing = append(s.Missing, n+" (with its signature)")
 			default:
