@@ -149,6 +149,10 @@ type run struct {
 	// dir is the run directory the agent works in, reviewDir the review's
 	// own (set by plan).
 	dir, reviewDir string
+	// plan is how the agent started (set by execute); restoreTook how long
+	// restoring its stored session file took (0: none was restored).
+	plan        *plan
+	restoreTook time.Duration
 }
 
 // plan is how the agent of a turn starts.
@@ -172,7 +176,8 @@ type plan struct {
 // the run must stop without settling (this worker is shutting down).
 func (r *run) execute(ctx context.Context) (Outcome, error) {
 	s := r.s
-	p, err := r.plan(ctx)
+	p, err := r.makePlan(ctx)
+	r.plan = p
 	if err != nil {
 		if ctx.Err() != nil {
 			return Outcome{}, ctx.Err()
@@ -224,6 +229,19 @@ func (r *run) execute(ctx context.Context) (Outcome, error) {
 			r.rec.emit(tctx, e)
 		})
 		usage.Add(res.Usage)
+		if errors.Is(err, ErrSessionGone) && attempt == 0 && ctx.Err() == nil && (p.mode == SessionForked || p.mode == SessionResumed) {
+			// The CLI refused the session: start a new one instead.
+			if err := r.reseed(ctx, p, err); err != nil {
+				if Unavailable(err) || ctx.Err() != nil {
+					return Outcome{}, err
+				}
+				return r.failure(err), nil
+			}
+			req.Mode, req.Session, req.Dir = p.mode, SessionRef{}, p.dir
+			req.Prompt = SeedPrompt(p.review, p.earlier, ask)
+			attempt = -1
+			continue
+		}
 		sessionID = cmp.Or(res.SessionID, sessionID)
 		p.model = cmp.Or(res.Model, p.model)
 		if err == nil {
@@ -279,6 +297,29 @@ func (r *run) execute(ctx context.Context) (Outcome, error) {
 	return r.withSession(o, p, sessionID), nil
 }
 
+// reseed turns p into a new (seeded) session in a new run directory,
+// after the CLI refused the session p was to fork or resume (gone), and
+// says so in a note.
+func (r *run) reseed(ctx context.Context, p *plan, gone error) error {
+	whose := "the review's"
+	if p.mode == SessionResumed {
+		whose = "the conversation's"
+	}
+	p.reason = fmt.Sprintf("the agent CLI refused %s session (%v)", whose, publicNote(gone))
+	p.mode, p.session = SessionSeeded, SessionRef{}
+	if err := r.loadEarlier(ctx, p); err != nil {
+		return err
+	}
+	dir, err := r.prepare(ctx, p)
+	if err != nil {
+		return err
+	}
+	p.dir, r.dir = dir, dir
+	r.restoreTook = 0
+	r.rec.emit(ctx, Event{Type: EventNote, Text: noteSeededPrefix + p.reason})
+	return nil
+}
+
 // withSession fills in how the agent ran and the conversation's session.
 func (r *run) withSession(o Outcome, p *plan, sessionID string) Outcome {
 	if p == nil {
@@ -322,7 +363,7 @@ func (r *run) checkBudget(u Usage) error {
 // plan loads the turn's review and repository (its conversation came with
 // the claim) and decides how the agent starts: fork the review's session,
 // resume the conversation's, or seed a new one in a new run directory.
-func (r *run) plan(ctx context.Context) (*plan, error) {
+func (r *run) makePlan(ctx context.Context) (*plan, error) {
 	s := r.s
 	conv := r.conv
 	var rev Review
@@ -376,7 +417,7 @@ func (r *run) plan(ctx context.Context) (*plan, error) {
 		p.mode = SessionNone
 	case conv.SessionID != "" && conv.Backend == p.name:
 		p.session = SessionRef{ID: conv.SessionID, Dir: conv.RunDir}
-		p.reason = r.sessionProblem(ctx, p, conv.SessionHost, "the conversation's")
+		p.reason, err = r.locate(ctx, p, SessionOwner{ConversationID: conv.ID}, conv.SessionHost, "the conversation's", conv.RunDir)
 		p.mode = SessionResumed
 	case conv.SessionID != "":
 		p.reason = fmt.Sprintf("this question asks for backend %s, the conversation ran on %s", p.name, conv.Backend)
@@ -386,26 +427,18 @@ func (r *run) plan(ctx context.Context) (*plan, error) {
 		p.reason = fmt.Sprintf("this question asks for backend %s, the review was written by %s", p.name, cmp.Or(rev.Backend, "no agent"))
 	default:
 		p.session = SessionRef{ID: rev.SessionID, Dir: rev.RunDir}
-		p.reason = r.sessionProblem(ctx, p, rev.SessionHost, "the review's")
+		p.reason, err = r.locate(ctx, p, SessionOwner{ReviewID: rev.ID}, rev.SessionHost, "the review's", "")
 		p.mode = SessionForked
+	}
+	if err != nil {
+		return nil, err
 	}
 	if p.reason != "" {
 		p.mode, p.session = SessionSeeded, SessionRef{}
 	}
-	if (p.mode == SessionSeeded || p.mode == SessionNone) && r.turn.Number > 1 {
-		// Only a new session needs the earlier turns (its seed and prompt).
-		var full Conversation
-		err := s.whileUnavailable(ctx, time.Now().Add(s.cfg.Policy.Windows().Turn), "load earlier turns", func() (err error) {
-			full, err = s.store.Conversation(ctx, conv.ID)
-			return err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("load conversation: %w", err)
-		}
-		for _, t := range full.Turns {
-			if t.Number < r.turn.Number {
-				p.earlier = append(p.earlier, t)
-			}
+	if p.mode == SessionSeeded || p.mode == SessionNone {
+		if err := r.loadEarlier(ctx, p); err != nil {
+			return nil, err
 		}
 	}
 
@@ -415,16 +448,47 @@ func (r *run) plan(ctx context.Context) (*plan, error) {
 	}
 	r.reviewDir = rev.RunDir
 	if p.dir == "" {
-		p.dir, err = s.workspaces.Prepare(ctx, Seed{Repository: repo, Review: rev, Conversation: conv, Turns: p.earlier})
-		if err != nil {
-			if ErrorCode(err) == CodeNeedsClone {
-				return nil, Fail(ReasonNeedsClone, err)
-			}
-			return nil, Fail(ReasonBackendError, &Error{Code: CodeInternal, Message: "the run directory could not be prepared", Err: err})
+		if p.dir, err = r.prepare(ctx, p); err != nil {
+			return nil, err
 		}
 	}
 	r.dir = p.dir
 	return p, nil
+}
+
+// loadEarlier loads the conversation's turns before this one into p: only
+// a new session needs them (its seed and prompt).
+func (r *run) loadEarlier(ctx context.Context, p *plan) error {
+	s := r.s
+	if r.turn.Number <= 1 || p.earlier != nil {
+		return nil
+	}
+	var full Conversation
+	err := s.whileUnavailable(ctx, time.Now().Add(s.cfg.Policy.Windows().Turn), "load earlier turns", func() (err error) {
+		full, err = s.store.Conversation(ctx, p.conv.ID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("load conversation: %w", err)
+	}
+	for _, t := range full.Turns {
+		if t.Number < r.turn.Number {
+			p.earlier = append(p.earlier, t)
+		}
+	}
+	return nil
+}
+
+// prepare makes a new run directory for p's conversation.
+func (r *run) prepare(ctx context.Context, p *plan) (string, error) {
+	dir, err := r.s.workspaces.Prepare(ctx, Seed{Repository: p.repo, Review: p.review, Conversation: p.conv, Turns: p.earlier})
+	if err != nil {
+		if ErrorCode(err) == CodeNeedsClone {
+			return "", Fail(ReasonNeedsClone, err)
+		}
+		return "", Fail(ReasonBackendError, &Error{Code: CodeInternal, Message: "the run directory could not be prepared", Err: err})
+	}
+	return dir, nil
 }
 
 // sessionProblem says why a session cannot be forked or resumed here, or ""
@@ -508,6 +572,7 @@ func (r *run) finish(ctx context.Context, o Outcome) error {
 	} else {
 		r.rec.emit(ctx, Event{Type: EventError, Message: o.Note, Reason: o.Reason, TraceID: r.traceID})
 	}
+	r.saveSession(ctx, &o)
 	o.Events = r.rec.take()
 	// While the database is unreachable the outcome is stored again, as
 	// long as the run's job may last.
@@ -534,11 +599,20 @@ func (r *run) finish(ctx context.Context, o Outcome) error {
 		s.observer.TurnSettled(TurnStats{
 			Backend: o.Backend, State: o.State, Reason: o.Reason, Session: o.Session,
 			QueueWait: r.started.Sub(r.turn.CreatedAt), Duration: s.now().Sub(r.started), Usage: o.Usage,
+			Restore: r.restoreTook, SessionBytes: sessionBytes(o.SessionFile),
 		})
 	}
 	s.log.InfoContext(ctx, "turn finished", slog.String("turn", r.turn.ID), slog.String("state", string(o.State)),
 		slog.String("reason", string(o.Reason)), slog.String("session", string(o.Session)), slog.Int("repairs", o.Usage.Repairs))
 	return nil
+}
+
+// sessionBytes is the size of a session file stored with an outcome.
+func sessionBytes(f *SealedSessionFile) int64 {
+	if f == nil {
+		return 0
+	}
+	return f.Size
 }
 
 // maskJSON masks the string values of a JSON document.

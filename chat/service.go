@@ -55,6 +55,10 @@ type Config struct {
 	// (through Deps.Limiter). Zero: no limit.
 	QuestionsPerRepo  Rate
 	QuestionsPerToken Rate
+	// MaxSessionBytes is the largest agent session file a review may
+	// upload and a worker stores after a turn. Default
+	// DefaultMaxSessionBytes (64 MiB).
+	MaxSessionBytes int64
 	// CommentPoll is how often a webhook question waiting for its turn, or
 	// for a pending conversation, is looked at again. Default 1s.
 	CommentPoll time.Duration
@@ -72,6 +76,7 @@ func (c Config) withDefaults() Config {
 	c.MaxCalls = cmp.Or(c.MaxCalls, 40)
 	c.MaxTokens = cmp.Or(c.MaxTokens, 10_000_000)
 	c.DefaultBackend = cmp.Or(c.DefaultBackend, BackendLocal)
+	c.MaxSessionBytes = cmp.Or(c.MaxSessionBytes, DefaultMaxSessionBytes)
 	c.CommentPoll = cmp.Or(c.CommentPoll, time.Second)
 	c.CommentLease = cmp.Or(c.CommentLease, time.Minute)
 	c.CommentBackoff = cmp.Or(c.CommentBackoff, time.Second)
@@ -107,6 +112,12 @@ type Deps struct {
 	Sealer   *Sealer
 	// Histories stores the histories of recorded reviews' sessions.
 	Histories HistoryStore
+	// SessionFiles keeps the agent CLIs' session files of reviews and
+	// conversations, sealed with Sealer; SessionCheckers check an uploaded
+	// one, by backend name (without them, no session file is stored and
+	// sessions stay on their hosts).
+	SessionFiles    SessionFileStore
+	SessionCheckers map[string]SessionChecker
 	// Reports, if set, answers the dashboard's lists and the team figures;
 	// Files, if set, shows lines of the repositories' files.
 	Reports ReportStore
@@ -148,6 +159,8 @@ type Service struct {
 	settings        SettingsStore
 	sealer          *Sealer
 	histories       HistoryStore
+	sessionFiles    SessionFileStore
+	sessionCheckers map[string]SessionChecker
 	reports         ReportStore
 	files           FileReader
 	observer        Observer
@@ -189,6 +202,8 @@ func NewService(cfg Config, d Deps) (*Service, error) {
 		settings:        d.Settings,
 		sealer:          d.Sealer,
 		histories:       d.Histories,
+		sessionFiles:    d.SessionFiles,
+		sessionCheckers: d.SessionCheckers,
 		reports:         d.Reports,
 		files:           d.Files,
 		observer:        d.Observer,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -21,9 +22,16 @@ import (
 const reviewUsage = `Usage: prchat review record [flags]
 
 Records a review version from an agent session you ran yourself (for
-reviews written outside prchat), so that questions about the PR fork that
-session. The head SHA defaults to the run directory's HEAD, the session
-host to this host's worker id.
+reviews written outside prchat: a laptop, a CI job), so that questions
+about the PR fork that session, on any worker. The head SHA defaults to
+the run directory's HEAD.
+
+The session's file is uploaded with the review (it is kept in prchat's
+database, so the machine that ran the review may go away): --session-file
+names it; given --session-id alone, a claude-code or codex session's file
+is looked up in the CLI's own state directory (CLAUDE_CONFIG_DIR or
+~/.claude, CODEX_HOME or ~/.codex). --session-host is only needed for a
+session whose file is not uploaded and stays on a worker host.
 
 Flags:
 `
@@ -39,7 +47,8 @@ func runReview(ctx context.Context, args []string, getenv func(string) string, s
 	backend := fs.String("backend", "", "agent that wrote the review: claude-code, codex, openai, local")
 	model := fs.String("model", "", "model of the review")
 	session := fs.String("session-id", "", "the agent session id of the review")
-	host := fs.String("session-host", cmp.Or(getenv("PRCHAT_WORKER_ID"), defaultWorkerID()), "worker id of the host that holds the session files")
+	host := fs.String("session-host", "", "worker id of a host that holds the session's files (none: the uploaded file is used)")
+	sessionFile := fs.String("session-file", "", "the review's agent session file to upload (default: found from --session-id)")
 	runDir := fs.String("run-dir", "", "directory the review's session ran in")
 	markdown := fs.String("markdown-file", "", "the review as a markdown file (required)")
 	sections := fs.String("sections-file", "", "optional JSON array of review sections with anchors")
@@ -71,15 +80,31 @@ func runReview(ctx context.Context, args []string, getenv func(string) string, s
 		"head_sha": *head, "base_sha": *base, "backend": *backend, "model": *model,
 		"session_id": *session, "markdown": string(md),
 	}
-	if *session != "" {
+	if *host != "" {
 		body["session_host"] = *host
+	}
+	upload := *sessionFile
+	if upload == "" && *session != "" {
+		upload = findSessionFile(*backend, *session, getenv)
+		if upload == "" && (*backend == chat.BackendClaudeCode || *backend == chat.BackendCodex) {
+			fmt.Fprintf(stderr, "prchat: no %s session file of %s found on this machine; give --session-file, or questions start without the review's context\n", *backend, *session)
+		}
+	}
+	var data []byte
+	if upload != "" {
+		if *session == "" {
+			return usageError{"--session-file needs --session-id"}
+		}
+		if data, err = os.ReadFile(upload); err != nil {
+			return fmt.Errorf("read the session file: %w", err)
+		}
 	}
 	if *runDir != "" {
 		abs, err := filepath.Abs(*runDir)
 		if err != nil {
 			return err
 		}
-		body["run_dir"] = abs
+		body["session_cwd"] = abs
 		if *head == "" {
 			out, err := exec.CommandContext(ctx, "git", "-C", abs, "rev-parse", "HEAD").Output()
 			if err != nil {
@@ -105,5 +130,44 @@ func runReview(ctx context.Context, args []string, getenv func(string) string, s
 		return err
 	}
 	fmt.Fprintf(stdout, "recorded review version %d of %s#%d (head %s)\n", r.Version, r.Repository, r.PR, r.HeadSHA)
+	if data == nil {
+		return nil
+	}
+	path := fmt.Sprintf("/api/v1/repos/%s/pulls/%d/reviews/%d/session", *repo, *pr, r.Version)
+	if err := c.Put(ctx, path, "application/x-ndjson", bytes.NewReader(data)); err != nil {
+		return fmt.Errorf("upload the session file of review version %d: %w", r.Version, err)
+	}
+	fmt.Fprintf(stdout, "uploaded its %s session %s (%d bytes)\n", *backend, *session, len(data))
 	return nil
+}
+
+// findSessionFile returns the file of session id in the state directory
+// of backend's CLI on this machine, or "" when there is none: Claude
+// Code's <config>/projects/*/<id>.jsonl (CLAUDE_CONFIG_DIR, else
+// ~/.claude), Codex's $CODEX_HOME/sessions/YYYY/MM/DD/rollout-*-<id>.jsonl
+// (else ~/.codex).
+func findSessionFile(backend, id string, getenv func(string) string) string {
+	if id == "" || strings.ContainsAny(id, `/\*?[`) {
+		return ""
+	}
+	home := getenv("HOME")
+	if home == "" {
+		home, _ = os.UserHomeDir()
+	}
+	var pattern string
+	switch backend {
+	case chat.BackendClaudeCode:
+		dir := cmp.Or(getenv("CLAUDE_CONFIG_DIR"), filepath.Join(home, ".claude"))
+		pattern = filepath.Join(dir, "projects", "*", id+".jsonl")
+	case chat.BackendCodex:
+		dir := cmp.Or(getenv("CODEX_HOME"), filepath.Join(home, ".codex"))
+		pattern = filepath.Join(dir, "sessions", "*", "*", "*", "rollout-*-"+strings.ToLower(id)+".jsonl")
+	default:
+		return ""
+	}
+	matches, _ := filepath.Glob(pattern)
+	if len(matches) == 0 {
+		return ""
+	}
+	return matches[0]
 }

@@ -144,6 +144,35 @@ func (c *Client) unreachable(err error) error {
 	return fmt.Errorf("cannot reach prchat at %s (%s): is prchat serve running at %s?", c.base, reason, c.base)
 }
 
+// Put sends body, of contentType, to the API path with PUT and returns the
+// contract's error as "code: message" (the answer's body is not read).
+func (c *Client) Put(ctx context.Context, path, contentType string, body io.Reader) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, c.base+path, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", contentType)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return c.unreachable(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode >= 300 {
+		var e struct {
+			Error struct{ Code, Message string }
+		}
+		if json.Unmarshal(raw, &e) == nil && e.Error.Code != "" {
+			return fmt.Errorf("%s: %s", e.Error.Code, e.Error.Message)
+		}
+		return fmt.Errorf("PUT %s: HTTP %d", path, resp.StatusCode)
+	}
+	return nil
+}
+
 // Poll long-polls turn n of conversation conv until it settles.
 func (c *Client) Poll(ctx context.Context, conv string, n int) (chat.Turn, error) {
 	for {
