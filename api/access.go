@@ -59,6 +59,7 @@ var routeScopes = map[string]routeAccess{
 	"POST /api/v1/conversations/:id/turns/:n/cancel":                           {scope: chat.ScopeAsk},
 	"POST /api/v1/repos":                                                       {scope: chat.ScopeAdmin, allRepos: true},
 	"POST /api/v1/repos/:owner/:repo/pulls/:pr/reviews":                        {scope: chat.ScopeAdmin},
+	"PUT /api/v1" + sessionRoute:                                               {scope: chat.ScopeAdmin},
 	"DELETE /api/v1/conversations/:id":                                         {scope: chat.ScopeAdmin},
 	"GET /api/v1/repos/:owner/:repo/pulls":                                     {scope: chat.ScopeRead},
 	"GET /api/v1/repos/:owner/:repo/pulls/:pr/reviews/:version/files":          {scope: chat.ScopeRead},

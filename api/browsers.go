@@ -30,6 +30,9 @@ import (
 //     table has no code of its own for 415). A browser cannot send
 //     application/json to another origin without a CORS preflight, which
 //     prchat never grants.
+//     The one exception is a review's session upload, sent as
+//     application/x-ndjson: not a type a page may send to another origin
+//     without a preflight either.
 //   - while the API is open (no token exists yet), a request whose Host is
 //     not a loopback address, localhost or PublicURL's host: 403
 //     forbidden. That is what DNS rebinding sends: the page's own name,
@@ -58,7 +61,7 @@ func (s *Server) guardBrowsers(next echo.HandlerFunc) echo.HandlerFunc {
 			if origin, ok := r.Header["Origin"]; ok && !s.ownOrigin(origin[0], r.Host) {
 				return chat.Errorf(chat.CodeForbidden, "requests from another origin's pages cannot change anything here (Origin %q)", origin[0])
 			}
-			if !webhook && jsonRoute(path) && hasBody(r) && !isJSON(r.Header.Get(echo.HeaderContentType)) {
+			if !webhook && jsonRoute(path) && hasBody(r) && !isJSON(r.Header.Get(echo.HeaderContentType)) && !isSessionUpload(c) {
 				return unsupportedMedia(r.Header.Get(echo.HeaderContentType))
 			}
 		}
@@ -95,6 +98,13 @@ func jsonRoute(path string) bool {
 // hasBody reports whether a request carries a body (or may: chunked).
 func hasBody(r *http.Request) bool {
 	return r.ContentLength > 0 || r.ContentLength < 0 || len(r.TransferEncoding) > 0
+}
+
+// isSessionUpload reports whether c is a review's session upload sent as
+// application/x-ndjson.
+func isSessionUpload(c echo.Context) bool {
+	mt, _, err := mime.ParseMediaType(c.Request().Header.Get(echo.HeaderContentType))
+	return err == nil && mt == sessionMediaType && c.Path() == "/api/v1"+sessionRoute
 }
 
 func isJSON(contentType string) bool {

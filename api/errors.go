@@ -18,6 +18,7 @@ var statusOf = map[chat.Code]int{
 	chat.CodeNoReview:           http.StatusNotFound,
 	chat.CodeNotFound:           http.StatusNotFound,
 	chat.CodeBusy:               http.StatusConflict,
+	chat.CodeConflict:           http.StatusConflict,
 	chat.CodeNeedsClone:         http.StatusConflict,
 	chat.CodeUnsupportedBackend: http.StatusUnprocessableEntity,
 	chat.CodeRateLimited:        http.StatusTooManyRequests,

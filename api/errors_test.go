@@ -18,7 +18,7 @@ func TestEveryCodeHasItsStatus(t *testing.T) {
 	want := map[chat.Code]int{
 		chat.CodeInvalid: 400, chat.CodeUnauthorized: 401, chat.CodeForbidden: 403,
 		chat.CodeRepositoryNotFound: 404, chat.CodeNoReview: 404, chat.CodeNotFound: 404,
-		chat.CodeBusy: 409, chat.CodeNeedsClone: 409, chat.CodeUnsupportedBackend: 422,
+		chat.CodeBusy: 409, chat.CodeNeedsClone: 409, chat.CodeConflict: 409, chat.CodeUnsupportedBackend: 422,
 		chat.CodeRateLimited: 429, chat.CodeUnavailable: 503, chat.CodeInternal: 500,
 	}
 	if len(statusOf) != len(want) {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"io"
@@ -117,15 +118,18 @@ func (s *Server) getRepository(c echo.Context) error {
 }
 
 type reviewRequest struct {
-	HeadSHA     string         `json:"head_sha"`
-	BaseSHA     string         `json:"base_sha"`
-	Backend     string         `json:"backend"`
-	Model       string         `json:"model"`
-	SessionID   string         `json:"session_id"`
-	SessionHost string         `json:"session_host"`
-	RunDir      string         `json:"run_dir"`
-	Markdown    string         `json:"markdown"`
-	Sections    []chat.Section `json:"sections"`
+	HeadSHA     string `json:"head_sha"`
+	BaseSHA     string `json:"base_sha"`
+	Backend     string `json:"backend"`
+	Model       string `json:"model"`
+	SessionID   string `json:"session_id"`
+	SessionHost string `json:"session_host"`
+	// SessionCwd is the directory the review's session ran in; RunDir is
+	// its older name, still accepted.
+	SessionCwd string         `json:"session_cwd"`
+	RunDir     string         `json:"run_dir"`
+	Markdown   string         `json:"markdown"`
+	Sections   []chat.Section `json:"sections"`
 	// SessionHistory is the message history of an openai-backend review.
 	SessionHistory json.RawMessage `json:"session_history"`
 }
@@ -139,9 +143,12 @@ func (s *Server) recordReview(c echo.Context) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
+	if req.SessionCwd != "" && req.RunDir != "" && req.SessionCwd != req.RunDir {
+		return chat.Errorf(chat.CodeInvalid, "session_cwd and run_dir (its older name) differ; give one")
+	}
 	r, err := s.svc.RecordReview(c.Request().Context(), repo, chat.Review{
 		PR: pr, HeadSHA: req.HeadSHA, BaseSHA: req.BaseSHA, Backend: req.Backend, Model: req.Model,
-		SessionID: req.SessionID, SessionHost: req.SessionHost, RunDir: req.RunDir,
+		SessionID: req.SessionID, SessionHost: req.SessionHost, RunDir: cmp.Or(req.SessionCwd, req.RunDir),
 		Markdown: req.Markdown, Sections: req.Sections, History: req.SessionHistory,
 	})
 	if err != nil {

@@ -41,12 +41,17 @@ func requestID(c echo.Context) string {
 
 // bodyLimit caps request bodies: a body announced larger is refused at
 // once, and reading past the cap fails the decode; both answer 413.
-// Webhook routes cap their own (WebhookBodyLimit).
-func bodyLimit(limit int64) echo.MiddlewareFunc {
+// Webhook routes cap their own (WebhookBodyLimit); the routes in own
+// (by route path) have a limit of their own instead of limit.
+func bodyLimit(limit int64, own map[string]int64) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if strings.HasPrefix(c.Path(), "/webhooks/") {
 				return next(c)
+			}
+			limit := limit
+			if l, ok := own[c.Path()]; ok {
+				limit = l
 			}
 			r := c.Request()
 			if r.ContentLength > limit {

@@ -22,6 +22,9 @@ import (
 type Config struct {
 	// BodyLimit caps request bodies in bytes. Default 2 MiB.
 	BodyLimit int64
+	// MaxSessionBytes caps the body of a review's session upload instead
+	// (PRCHAT_MAX_SESSION_BYTES). Default chat.DefaultMaxSessionBytes.
+	MaxSessionBytes int64
 	// MaxWait caps a long-poll's ?wait=. Default 60s.
 	MaxWait time.Duration
 	// PingInterval is how often an idle SSE stream gets a ": ping"
@@ -58,6 +61,7 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	c.BodyLimit = cmp.Or(c.BodyLimit, 2<<20)
+	c.MaxSessionBytes = cmp.Or(c.MaxSessionBytes, chat.DefaultMaxSessionBytes)
 	c.MaxWait = cmp.Or(c.MaxWait, 60*time.Second)
 	c.PingInterval = cmp.Or(c.PingInterval, 15*time.Second)
 	if c.Registry == nil {
@@ -131,7 +135,7 @@ func newServer(cfg Config, svc Service) *Server {
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
-	e.Use(requestIDs, s.observe, s.recoverPanics, s.guardBrowsers, bodyLimit(cfg.BodyLimit))
+	e.Use(requestIDs, s.observe, s.recoverPanics, s.guardBrowsers, bodyLimit(cfg.BodyLimit, map[string]int64{"/api/v1" + sessionRoute: cfg.MaxSessionBytes}))
 	return s
 }
 
@@ -222,6 +226,7 @@ func (s *Server) routes() {
 	v1.POST("/repos/:owner/:repo/pulls/:pr/reviews", s.recordReview)
 	v1.GET("/repos/:owner/:repo/pulls/:pr/reviews", s.listReviews)
 	v1.GET("/repos/:owner/:repo/pulls/:pr/reviews/:version", s.getReview)
+	v1.PUT(sessionRoute, s.putReviewSession)
 	v1.POST("/repos/:owner/:repo/pulls/:pr/reviews/:version/conversations", s.ask)
 	v1.GET("/repos/:owner/:repo/pulls/:pr/conversations", s.listConversations)
 	v1.GET("/conversations/:id", s.getConversation)
@@ -258,5 +263,6 @@ type guarded struct {
 
 func (g guarded) GET(path string, h echo.HandlerFunc)    { g.g.GET(path, h, g.mw) }
 func (g guarded) POST(path string, h echo.HandlerFunc)   { g.g.POST(path, h, g.mw) }
+func (g guarded) PUT(path string, h echo.HandlerFunc)    { g.g.PUT(path, h, g.mw) }
 func (g guarded) PATCH(path string, h echo.HandlerFunc)  { g.g.PATCH(path, h, g.mw) }
 func (g guarded) DELETE(path string, h echo.HandlerFunc) { g.g.DELETE(path, h, g.mw) }

@@ -21,6 +21,8 @@ type Service interface {
 	RecordReview(ctx context.Context, repo string, r chat.Review) (chat.Review, error)
 	Review(ctx context.Context, repo string, pr, version int) (chat.Review, error)
 	Reviews(ctx context.Context, repo string, pr int) ([]chat.Review, error)
+	// PutReviewSession stores a review version's agent session file.
+	PutReviewSession(ctx context.Context, repo string, pr, version int, data []byte) error
 
 	Ask(ctx context.Context, repo string, pr, version int, a chat.Ask) (chat.Conversation, chat.Turn, error)
 	Continue(ctx context.Context, conversationID string, a chat.Ask) (chat.Turn, error)

@@ -24,6 +24,8 @@ import (
 
 	"github.com/prchat/prchat/agentsession"
 	"github.com/prchat/prchat/agentsession/agentsessiontest"
+	"github.com/prchat/prchat/agentsession/claude"
+	"github.com/prchat/prchat/agentsession/codex"
 	"github.com/prchat/prchat/agentsession/local"
 	"github.com/prchat/prchat/agentsession/scripted"
 	"github.com/prchat/prchat/api"
@@ -115,6 +117,11 @@ func setup(t *testing.T, change ...func(*options)) *fixture {
 		Masker:   mask.New(ownSecret), Settings: f.store, Sealer: sealer, Histories: f.store,
 		Publisher: events, Follower: events, Logger: testLogger(t), Now: o.now,
 		Reports: f.store, Files: ws,
+		SessionFiles: f.store,
+		SessionCheckers: map[string]chat.SessionChecker{
+			chat.BackendClaudeCode: claude.CheckSessionFile,
+			chat.BackendCodex:      codex.CheckSessionFile,
+		},
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -54,6 +54,16 @@ type Review struct {
 	History json.RawMessage `json:"-"`
 }
 
+// MarshalJSON writes r with session_cwd, the name of the directory its
+// session ran in, beside run_dir, its older name.
+func (r Review) MarshalJSON() ([]byte, error) {
+	type plain Review
+	return json.Marshal(struct {
+		plain
+		SessionCwd string `json:"session_cwd"`
+	}{plain(r), r.RunDir})
+}
+
 // Section is one structured part of a review (a finding, a stop on a tour).
 type Section struct {
 	ID       string   `json:"id"`

@@ -92,12 +92,17 @@ type sessionLine struct {
 	Cwd       string  `json:"cwd"`
 }
 
+// CheckSessionFile is the package's CheckSessionFile.
+func (b *Backend) CheckSessionFile(data []byte, id string) (chat.SessionFileInfo, error) {
+	return CheckSessionFile(data, id)
+}
+
 // CheckSessionFile checks that data is a Claude Code session file of
 // session id: JSON lines, at least one naming a session, and every line
 // that names one naming id. It returns the working directory the file
 // records (its first cwd field); a Claude Code session never needs another
-// session's file.
-func (b *Backend) CheckSessionFile(data []byte, id string) (chat.SessionFileInfo, error) {
+// session's file. It is a chat.SessionChecker.
+func CheckSessionFile(data []byte, id string) (chat.SessionFileInfo, error) {
 	const what = "Claude Code session file"
 	if !validSessionID(id) {
 		return chat.SessionFileInfo{}, chat.Errorf(chat.CodeInvalid, "%q is not a Claude Code session id (a UUID)", id)

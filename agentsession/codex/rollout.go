@@ -276,11 +276,17 @@ func parseMeta(data []byte) (rolloutMeta, error) {
 	return rec.Payload, nil
 }
 
+// CheckSessionFile is the package's CheckSessionFile.
+func (b *Backend) CheckSessionFile(data []byte, id string) (chat.SessionFileInfo, error) {
+	return CheckSessionFile(data, id)
+}
+
 // CheckSessionFile checks that data is a Codex session file (rollout) of
 // session id: JSON lines whose first is the session_meta record of id. It
 // returns the working directory the file records and, for a fork, the
-// session it was forked from (whose file a restore needs too).
-func (b *Backend) CheckSessionFile(data []byte, id string) (chat.SessionFileInfo, error) {
+// session it was forked from (whose file a restore needs too). It is a
+// chat.SessionChecker.
+func CheckSessionFile(data []byte, id string) (chat.SessionFileInfo, error) {
 	const what = "Codex session file"
 	if !agentsession.IsUUID(id) {
 		return chat.SessionFileInfo{}, chat.Errorf(chat.CodeInvalid, "%q is not a Codex session id (a uuid)", id)

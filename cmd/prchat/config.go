@@ -25,22 +25,25 @@ import (
 // Config is every setting of prchat, read from PRCHAT_* environment
 // variables and overridden by flags of the same name.
 type Config struct {
-	Listen         string
-	DataDir        string
-	DatabaseURL    string
-	RedisURL       string
-	WorkerID       string
-	Concurrency    int
-	TurnTimeout    time.Duration
-	MaxRepairs     int
-	MaxCalls       int
-	MaxTokens      int64
-	DefaultBackend string
-	OpenAIBaseURL  string
-	OpenAIAPIKey   string
-	OpenAIModel    string
-	ClaudeBin      string
-	CodexBin       string
+	Listen      string
+	DataDir     string
+	DatabaseURL string
+	RedisURL    string
+	WorkerID    string
+	Concurrency int
+	TurnTimeout time.Duration
+	MaxRepairs  int
+	// MaxSessionBytes is the largest agent session file stored
+	// (PRCHAT_MAX_SESSION_BYTES).
+	MaxSessionBytes int64
+	MaxCalls        int
+	MaxTokens       int64
+	DefaultBackend  string
+	OpenAIBaseURL   string
+	OpenAIAPIKey    string
+	OpenAIModel     string
+	ClaudeBin       string
+	CodexBin        string
 	// AgentEnv names variables passed on to the agent CLIs on purpose.
 	AgentEnv     []string
 	GitHubSecret string
@@ -221,6 +224,14 @@ func settings() []setting {
 				return fmt.Errorf("not a whole number: %q", v)
 			}
 			c.MaxTokens = n
+			return nil
+		}},
+		{env: "PRCHAT_MAX_SESSION_BYTES", def: strconv.Itoa(chat.DefaultMaxSessionBytes), help: "largest agent session file a review may upload (PUT .../reviews/{version}/session) and a worker stores after a turn", set: func(c *Config, v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n <= 0 {
+				return fmt.Errorf("not a positive whole number of bytes: %q", v)
+			}
+			c.MaxSessionBytes = n
 			return nil
 		}},
 		{env: "PRCHAT_DEFAULT_BACKEND", def: "local", help: "backend for conversations of reviews that name none: " + strings.Join(defaultBackends(), ", "), set: oneOf(defaultBackends(), func(c *Config) *string { return &c.DefaultBackend })},

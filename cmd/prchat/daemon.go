@@ -191,6 +191,12 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 	deps := chat.Deps{
 		Settings:  d.store,
 		Histories: d.store,
+		// Agent CLI sessions travel in the database, sealed.
+		SessionFiles: d.store,
+		SessionCheckers: map[string]chat.SessionChecker{
+			chat.BackendClaudeCode: claude.CheckSessionFile,
+			chat.BackendCodex:      codex.CheckSessionFile,
+		},
 		Observer:  metrics,
 		Sealer:    sealer,
 		Store:     d.store,
@@ -249,6 +255,7 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 		WorkerID:        cfg.WorkerID,
 		Policy:          policy,
 		MaxRepairs:      cfg.MaxRepairs,
+		MaxSessionBytes: cfg.MaxSessionBytes,
 		MaxCalls:        cfg.MaxCalls,
 		MaxTokens:       cfg.MaxTokens,
 		DefaultBackend:  cfg.DefaultBackend,
@@ -355,7 +362,7 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 			return nil, err
 		}
 		ghHooks, glHooks := fg.webhooks(cfg)
-		d.api, err = api.New(api.Config{Registry: reg, Logger: log, Access: access, RequestRate: cfg.RateRequests, Dashboard: dash, GitHub: ghHooks, GitLab: glHooks, PublicURL: cfg.PublicURL, Sessions: sessions}, d.svc)
+		d.api, err = api.New(api.Config{Registry: reg, Logger: log, Access: access, RequestRate: cfg.RateRequests, MaxSessionBytes: cfg.MaxSessionBytes, Dashboard: dash, GitHub: ghHooks, GitLab: glHooks, PublicURL: cfg.PublicURL, Sessions: sessions}, d.svc)
 		if err != nil {
 			return nil, err
 		}
