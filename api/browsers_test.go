@@ -29,6 +29,7 @@ func (f *fixture) routeCases(t *testing.T, conv, tokenID string) []routeCase {
 		"POST /api/v1/repos": map[string]any{"name": "acme/new", "clone_path": f.repo.Dir},
 		"POST /api/v1/repos/:owner/:repo/pulls/:pr/reviews":                        map[string]any{"head_sha": f.repo.Head(), "markdown": "again"},
 		"POST /api/v1/repos/:owner/:repo/pulls/:pr/reviews/:version/conversations": map[string]any{"question": "Why?"},
+		"PUT /api/v1/repos/:owner/:repo/pulls/:pr/reviews/:version/session":        map[string]any{"type": "user", "sessionId": reviewSession},
 		"POST /api/v1/conversations/:id/turns":                                     map[string]any{"question": "And then?"},
 		"POST /api/v1/conversations/:id/turns/:n/cancel":                           map[string]any{},
 		"PATCH /api/v1/providers/active":                                           map[string]any{"provider": "ollama"},
