@@ -245,15 +245,20 @@ func (s *Service) checkReview(ctx context.Context, rp Repository, r *Review) err
 		}
 		r.RunDir = filepath.Clean(r.RunDir)
 		// A run directory on another host cannot be looked at here: then
-		// only its place is checked.
+		// only its place is checked, and not even that for a session that
+		// names no host to run in (its file is uploaded: the directory
+		// only says which paths of the file to map to a worker's run
+		// directory, and no agent ever runs in it).
 		if _, err := os.Stat(r.RunDir); err == nil {
 			real, err := s.allowedPath(r.RunDir, "run_dir")
 			if err != nil {
 				return err
 			}
 			r.RunDir = real
-		} else if err := s.underRoots(r.RunDir); err != nil {
-			return err
+		} else if r.SessionHost != "" {
+			if err := s.underRoots(r.RunDir); err != nil {
+				return err
+			}
 		}
 	}
 	if rp.ClonePath == "" && rp.CloneURL == "" {

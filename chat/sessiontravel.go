@@ -140,6 +140,11 @@ func (r *run) locate(ctx context.Context, p *plan, owner SessionOwner, host, who
 	loaded := time.Since(start)
 	switch {
 	case errors.Is(err, errNotStored):
+		if owner.ReviewID != 0 && host == "" && p.session.Dir != "" && s.underRoots(p.session.Dir) != nil {
+			// A directory recorded as a label only (see checkReview):
+			// never a place to run in.
+			return whose + " session file was never uploaded", nil
+		}
 		if why := r.sessionProblem(ctx, p, host, whose); why != "" {
 			return why + "; its session file was never stored", nil
 		}
