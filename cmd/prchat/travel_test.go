@@ -268,4 +268,3 @@ func TestCodexSessionTravels(t *testing.T) {
 		}
 	}
 }
-
