@@ -515,12 +515,21 @@ func TestRunDirUnderTheRoots(t *testing.T) {
 	t.Parallel()
 	f := setup(t, func(o *options) { o.chat.AnyPath = false; o.chat.ReposRoots = []string{f0Dir(t)} })
 	pr := "/api/v1/repos/" + repoName + "/pulls/7/reviews"
-	for _, dir := range []string{"/etc", "/var/lib/elsewhere/run"} {
-		if r := f.c.send(t, "POST", pr, map[string]any{"head_sha": f.repo.Head(), "run_dir": dir}); r.status != 400 || !strings.Contains(string(r.body), "not under a repository root") {
-			t.Errorf("run_dir %s: %d %s, want 400", dir, r.status, r.body)
+	for _, body := range []map[string]any{
+		{"run_dir": "/etc"},
+		{"run_dir": "/var/lib/elsewhere/run", "session_host": "w1"},
+		{"session_cwd": "/var/lib/elsewhere/run", "session_host": "w1"},
+	} {
+		body["head_sha"] = f.repo.Head()
+		if r := f.c.send(t, "POST", pr, body); r.status != 400 || !strings.Contains(string(r.body), "not under a repository root") {
+			t.Errorf("%v: %d %s, want 400", body, r.status, r.body)
 		}
 	}
 	f.do("POST", pr, map[string]any{"head_sha": f.repo.Head(), "run_dir": f.repo.Dir}, http.StatusCreated, nil)
+	// A directory on another machine with no worker named to run there
+	// (a laptop's, a CI runner's: the session's file is uploaded) is only
+	// where the session ran, never a place an agent runs in.
+	f.do("POST", pr, map[string]any{"head_sha": f.repo.Head(), "session_cwd": "/home/runner/work/widget"}, http.StatusCreated, nil)
 }
 
 // TestNULIsRefused: a NUL byte in any string of a body, in the path or in

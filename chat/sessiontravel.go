@@ -109,14 +109,16 @@ func (r *run) storedFiles(ctx context.Context, fb SessionFileBackend, owner Sess
 		return []SessionFile{own}, nil
 	}
 	parent, err := load(SessionOwner{ReviewID: reviewID})
-	if err == nil && !equalFoldID(parent.SessionID, info.Parent) {
-		err = fmt.Errorf("the review's stored session is %s", parent.SessionID)
-	}
-	if err != nil {
-		if Unavailable(err) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("the session was forked from %s, whose file is not stored (%v)", info.Parent, err)
+	switch {
+	case errors.Is(err, errNotStored):
+		// A review whose session stays on its host (never uploaded): the
+		// fork resumes where that copy is, which the backend's HasSession
+		// checks after the restore.
+		return []SessionFile{own}, nil
+	case err != nil:
+		return nil, err
+	case !equalFoldID(parent.SessionID, info.Parent):
+		return nil, fmt.Errorf("the session was forked from %s, but the review's stored session is %s", info.Parent, parent.SessionID)
 	}
 	return []SessionFile{parent, own}, nil
 }

@@ -11,15 +11,21 @@ import (
 // Metrics are the Prometheus metrics of turns and queues: it implements
 // chat.Observer for turns, and collects queue depths on each scrape.
 type Metrics struct {
-	turns     *prometheus.CounterVec
-	duration  *prometheus.HistogramVec
-	wait      prometheus.Histogram
-	repairs   prometheus.Counter
-	seeded    prometheus.Counter
-	tokens    *prometheus.CounterVec
-	cost      *prometheus.CounterVec
-	queue     *Queue
-	queueDesc *prometheus.Desc
+	turns    *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	wait     prometheus.Histogram
+	repairs  prometheus.Counter
+	seeded   prometheus.Counter
+	tokens   *prometheus.CounterVec
+	cost     *prometheus.CounterVec
+	// bySession counts turn runs by how their session started;
+	// sessionBytes the bytes of session files stored after turns;
+	// restore the time restoring stored session files took.
+	bySession    *prometheus.CounterVec
+	sessionBytes *prometheus.CounterVec
+	restore      *prometheus.HistogramVec
+	queue        *Queue
+	queueDesc    *prometheus.Desc
 }
 
 var _ chat.Observer = (*Metrics)(nil)
@@ -47,10 +53,20 @@ func NewMetrics(reg prometheus.Registerer, queue *Queue) *Metrics {
 		cost: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "prchat_cost_usd_total", Help: "Known model cost in USD by backend.",
 		}, []string{"backend"}),
+		bySession: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "prchat_turns_by_session_total", Help: "Finished turn runs by backend and how their session started (forked, resumed, seeded, none).",
+		}, []string{"backend", "session"}),
+		sessionBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "prchat_session_file_bytes_stored_total", Help: "Bytes of agent session files stored after turns (uncompressed), by backend.",
+		}, []string{"backend"}),
+		restore: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "prchat_session_restore_seconds", Help: "Time to load a stored agent session file and write it into the CLI's state before a turn, by backend.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"backend"}),
 		queue:     queue,
 		queueDesc: prometheus.NewDesc("prchat_queue_jobs", "Jobs in prchat's queues by queue and state.", []string{"queue", "state"}, nil),
 	}
-	reg.MustRegister(m.turns, m.duration, m.wait, m.repairs, m.seeded, m.tokens, m.cost)
+	reg.MustRegister(m.turns, m.duration, m.wait, m.repairs, m.seeded, m.tokens, m.cost, m.bySession, m.sessionBytes, m.restore)
 	if queue != nil {
 		reg.MustRegister(m)
 	}
@@ -68,6 +84,15 @@ func (m *Metrics) TurnSettled(s chat.TurnStats) {
 		m.wait.Observe(s.QueueWait.Seconds())
 	}
 	m.repairs.Add(float64(s.Usage.Repairs))
+	if s.Session != "" {
+		m.bySession.WithLabelValues(s.Backend, string(s.Session)).Inc()
+	}
+	if s.SessionBytes > 0 {
+		m.sessionBytes.WithLabelValues(s.Backend).Add(float64(s.SessionBytes))
+	}
+	if s.Restore > 0 {
+		m.restore.WithLabelValues(s.Backend).Observe(s.Restore.Seconds())
+	}
 	if s.Session == chat.SessionSeeded {
 		m.seeded.Inc()
 	}

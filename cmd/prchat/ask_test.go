@@ -109,10 +109,15 @@ func TestReviewRecordCommand(t *testing.T) {
 	var r chat.Review
 	e.do("GET", "/api/v1/repos/"+e.repo+"/pulls/7/reviews/latest", nil, http.StatusOK, &r)
 	want := chat.Review{Repository: e.repo, PR: 7, Version: 1, HeadSHA: e.head, BaseSHA: e.base, Backend: "claude-code",
-		SessionID: "0b7c6a3e-7a8f-4c1e-9a3e-2f1d5c9b8a71", SessionHost: "host-a", RunDir: e.repoDir, Markdown: "# Review\n\nLoad refuses empty paths."}
+		SessionID: "0b7c6a3e-7a8f-4c1e-9a3e-2f1d5c9b8a71", RunDir: e.repoDir, Markdown: "# Review\n\nLoad refuses empty paths."}
 	r.CreatedAt, r.Sections = time.Time{}, nil
+	// The session host is no longer this host's worker id by default: the
+	// session's file travels with the review instead (none is found here).
 	if diff := cmp.Diff(want, r); diff != "" {
 		t.Fatalf("recorded review (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(errOut.String(), "no claude-code session file of 0b7c6a3e-7a8f-4c1e-9a3e-2f1d5c9b8a71 found") {
+		t.Errorf("stderr = %q, want a warning that no session file was found", errOut.String())
 	}
 	if !strings.Contains(out.String(), "recorded review version 1") {
 		t.Errorf("stdout = %q", out.String())

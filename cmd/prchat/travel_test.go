@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -162,7 +163,7 @@ func TestClaudeSessionTravels(t *testing.T) {
 	// The worker that holds the conversation goes away; another, which
 	// never saw it, takes turn 3.
 	w1.Stop()
-	e.hostWorker("travel-w2", newHost(), own)
+	w2 := e.hostWorker("travel-w2", newHost(), own)
 	api.Push(answer("TRAVEL-A3: yes."))
 	e.do("POST", "/api/v1/conversations/"+conv+"/turns", map[string]any{"question": "TRAVEL-Q3: anything else?"}, http.StatusAccepted, nil)
 	t3 := e.wait(conv, 3)
@@ -178,6 +179,36 @@ func TestClaudeSessionTravels(t *testing.T) {
 	if h := e.conversationHost(conv); h != "travel-w2" {
 		t.Errorf("after turn 3 the conversation's session is on %q, want travel-w2", h)
 	}
+	// The worker's metrics count the restore, the stored file and the
+	// turn's session mode; never the file itself.
+	metrics := string(getBody(t, w2.URL()+"/metrics"))
+	for _, want := range []string{
+		`prchat_session_restore_seconds_count{backend="claude-code"} 1`,
+		`prchat_turns_by_session_total{backend="claude-code",session="resumed"} 1`,
+		`prchat_session_file_bytes_stored_total{backend="claude-code"} `,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("worker 2's metrics lack %s", want)
+		}
+	}
+	if strings.Contains(metrics, "TRAVEL-") {
+		t.Error("the metrics hold text of the session")
+	}
+}
+
+// getBody returns the body of a GET of url, which must answer 200.
+func getBody(t *testing.T, url string) []byte {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
+	}
+	return body
 }
 
 // TestCodexSessionTravels is TestClaudeSessionTravels with the real Codex
