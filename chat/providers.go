@@ -214,7 +214,11 @@ func (s *Service) SetProviderKey(ctx context.Context, provider, key string) erro
 	if key == "" || len(key) > 4096 || !utf8.ValidString(key) || strings.IndexFunc(key, unicode.IsSpace) >= 0 {
 		return Errorf(CodeInvalid, "a key is 1..4096 bytes of text without spaces")
 	}
-	return s.settings.SetProviderKey(ctx, provider, s.sealer.Seal(provider, key))
+	if err := s.settings.SetProviderKey(ctx, provider, s.sealer.Seal(provider, key)); err != nil {
+		return err
+	}
+	s.refreshKeys(ctx, true)
+	return nil
 }
 
 // DeleteProviderKey removes a provider's stored key.

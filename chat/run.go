@@ -10,8 +10,6 @@ import (
 	"regexp"
 	"strings"
 	"time"
-
-	"github.com/prchat/prchat/chat/mask"
 )
 
 // Notes a turn can carry.
@@ -33,6 +31,8 @@ func (s *Service) Run(ctx context.Context, turnID, runner string) error {
 		return nil // this process already runs it
 	}
 	defer s.inflight.Delete(turnID)
+	// Keys stored by any process since the last turn are masked in this one.
+	s.refreshKeys(ctx, false)
 
 	// While the database is unreachable the claim is tried again, within
 	// the turn's time limit; the job is not failed by an outage.
@@ -616,7 +616,7 @@ func sessionBytes(f *SealedSessionFile) int64 {
 }
 
 // maskJSON masks the string values of a JSON document.
-func maskJSON(m *mask.Masker, raw json.RawMessage) json.RawMessage {
+func maskJSON(m interface{ String(string) string }, raw json.RawMessage) json.RawMessage {
 	masked := m.String(string(raw))
 	if masked == string(raw) || !json.Valid([]byte(masked)) {
 		if masked != string(raw) {

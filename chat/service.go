@@ -153,7 +153,7 @@ type Service struct {
 	hosts           Hosts
 	workspaces      Workspaces
 	backends        map[string]Backend
-	masker          *mask.Masker
+	masker          *liveMasker
 	publisher       Publisher
 	follower        Follower
 	settings        SettingsStore
@@ -196,7 +196,7 @@ func NewService(cfg Config, d Deps) (*Service, error) {
 		hosts:           d.Hosts,
 		workspaces:      d.Workspaces,
 		backends:        make(map[string]Backend),
-		masker:          d.Masker,
+		masker:          newLiveMasker(cmp.Or(d.Masker, mask.New())),
 		publisher:       d.Publisher,
 		follower:        d.Follower,
 		settings:        d.Settings,
@@ -217,9 +217,6 @@ func NewService(cfg Config, d Deps) (*Service, error) {
 	}
 	if s.now == nil {
 		s.now = time.Now
-	}
-	if s.masker == nil {
-		s.masker = mask.New()
 	}
 	for _, b := range d.Backends {
 		s.backends[b.Name()] = b

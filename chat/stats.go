@@ -279,6 +279,7 @@ func (s *Service) FileLines(ctx context.Context, repo string, pr, version int, p
 	if s.files == nil {
 		return FileLines{}, Errorf(CodeUnavailable, "file views are not available on this server")
 	}
+	s.refreshKeys(ctx, false)
 	r, err := s.repository(ctx, repo)
 	if err != nil {
 		return FileLines{}, err

@@ -22,6 +22,7 @@ const maskPrefix = "[masked:"
 type Masker struct {
 	ac    *automaton
 	specs []*spec // indexed by keyword.rule
+	own   []string
 }
 
 // builtin holds the compiled built-in rules, shared by all maskers.
@@ -62,7 +63,18 @@ func New(ownSecrets ...string) *Masker {
 	for _, v := range extra {
 		kws = append(kws, keyword{lit: v, rule: ownIdx})
 	}
-	return &Masker{ac: newAutomaton(kws), specs: specs}
+	return &Masker{ac: newAutomaton(kws), specs: specs, own: slices.Clone(ownSecrets)}
+}
+
+// With returns a Masker of m's rules and own secrets plus more secrets
+// masked by value (secrets learnt after start, such as stored keys). m is
+// not changed.
+func (m *Masker) With(more ...string) *Masker {
+	var own []string
+	if m != nil {
+		own = m.own
+	}
+	return New(append(slices.Clone(own), more...)...)
 }
 
 // ownVariants lists the encodings of an own secret that are masked: the raw

@@ -303,3 +303,16 @@ func ExampleMasker_String() {
 	// DATABASE_URL=postgres://app:[masked:url-password]@db:5432/prchat
 	// password = getPassword()
 }
+
+func TestWithAddsSecretsByValue(t *testing.T) {
+	base := mask.New("configured-secret-1")
+	more := base.With("stored-key-Zq8rT2")
+	for _, s := range []string{"configured-secret-1", "stored-key-Zq8rT2"} {
+		if got := more.String("x " + s + " y"); strings.Contains(got, s) {
+			t.Errorf("With: %q is not masked: %q", s, got)
+		}
+	}
+	if got := base.String("stored-key-Zq8rT2"); got != "stored-key-Zq8rT2" {
+		t.Errorf("With changed the Masker it was called on: %q", got)
+	}
+}

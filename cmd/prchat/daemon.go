@@ -183,7 +183,7 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := worker.NewMetrics(reg, d.queue)
-	masker := mask.New(cfg.secrets()...)
+	masker := mask.New(append(cfg.secrets(), appKeySecrets(cfg.GitHubAppPrivateKeyFile)...)...)
 	fg, err := newForges(cfg, log)
 	if err != nil {
 		return nil, err
@@ -230,8 +230,9 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 			APIKey:   cfg.OpenAIAPIKey,
 			Model:    cfg.OpenAIModel,
 			Sessions: d.store.AgentSessions(chat.BackendOpenAI),
-			Mask:     masker.String,
-			Logger:   log,
+			// With the stored keys, as the service learns them.
+			Mask:   func(s string) string { return d.svc.MaskString(s) },
+			Logger: log,
 		})
 		if err != nil {
 			return nil, err
@@ -380,6 +381,26 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 		}
 	}()
 	return d, nil
+}
+
+// appKeySecrets are the values of a GitHub App's private key file that are
+// masked: the whole PEM text and each line of its body, so that a part of
+// the key shown alone is masked too.
+func appKeySecrets(file string) []string {
+	if file == "" {
+		return nil
+	}
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil // newForges reports it
+	}
+	out := []string{strings.TrimSpace(string(pem))}
+	for _, line := range strings.Split(string(pem), "\n") {
+		if line = strings.TrimSpace(line); len(line) >= 16 && !strings.HasPrefix(line, "-----") {
+			out = append(out, line)
+		}
+	}
+	return out
 }
 
 // Addr is the address the API listens on ("" without an API).
