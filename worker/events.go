@@ -22,8 +22,11 @@ import (
 type EventsConfig struct {
 	// MaxLen bounds each turn's stream (approximately). Default 10,000.
 	MaxLen int64
-	// TTL is how long a turn's stream lives after its last event; streams
-	// of settled turns expire after SettledTTL. Defaults 24h and 1h.
+	// TTL is how long a turn's stream lives after its last event (a
+	// process renews a stream's TTL at most once per ttlRefresh, so up to
+	// that much less); streams of settled turns expire after SettledTTL.
+	// Defaults 24h and 1h. A repository's feed lives TTL after its last
+	// event too.
 	TTL        time.Duration
 	SettledTTL time.Duration
 	// FeedMaxLen bounds each repository's feed stream. Default 1,000.
@@ -62,6 +65,9 @@ type Events struct {
 	cfg  EventsConfig
 	log  *slog.Logger
 	wake string // the stream that interrupts the reader when the watch set changes
+
+	ttlMu  sync.Mutex           // guards ttlSet
+	ttlSet map[string]time.Time // stream key -> when this process last set its TTL
 
 	lc      *lifecycle        // of the reader
 	mu      sync.Mutex        // guards what follows
@@ -116,7 +122,39 @@ func NewEvents(rdb redis.UniversalClient, cfg EventsConfig) *Events {
 	cfg = cfg.withDefaults()
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return &Events{rdb: rdb, cfg: cfg, log: cfg.Logger, wake: "prchat:wake:" + hex.EncodeToString(b[:]), watches: map[string]*watch{}, lc: newLifecycle("worker events")}
+	return &Events{rdb: rdb, cfg: cfg, log: cfg.Logger, wake: "prchat:wake:" + hex.EncodeToString(b[:]), watches: map[string]*watch{}, ttlSet: map[string]time.Time{}, lc: newLifecycle("worker events")}
+}
+
+// ttlRefresh is how often a process renews the TTL of a stream it keeps
+// publishing to: a running turn's stream and a busy repository's feed got
+// an EXPIRE with every publish, several per turn, to move an expiry a day
+// away by seconds.
+const ttlRefresh = time.Minute
+
+// renewTTL reports whether a publish to key should set its TTL again, and
+// if so records that it does.
+func (e *Events) renewTTL(key string, now time.Time) bool {
+	e.ttlMu.Lock()
+	defer e.ttlMu.Unlock()
+	if at, ok := e.ttlSet[key]; ok && now.Sub(at) < ttlRefresh {
+		return false
+	}
+	if len(e.ttlSet) >= 4096 {
+		for k, at := range e.ttlSet {
+			if now.Sub(at) >= ttlRefresh {
+				delete(e.ttlSet, k)
+			}
+		}
+	}
+	e.ttlSet[key] = now
+	return true
+}
+
+// forgetTTL drops key from the renewals (its stream ended).
+func (e *Events) forgetTTL(key string) {
+	e.ttlMu.Lock()
+	defer e.ttlMu.Unlock()
+	delete(e.ttlSet, key)
 }
 
 // Start starts the reader that serves this process's followers, until Stop.
@@ -142,18 +180,22 @@ func (e *Events) Publish(ctx context.Context, turnID string, events []chat.Event
 	pipe := e.rdb.Pipeline()
 	if len(events) > 0 {
 		key := turnKey(turnID)
-		ttl := e.cfg.TTL
+		final := false
 		for _, ev := range events {
 			data, err := json.Marshal(ev)
 			if err != nil {
 				return fmt.Errorf("publish events of turn %s: %w", turnID, err)
 			}
 			pipe.XAdd(ctx, &redis.XAddArgs{Stream: key, ID: strconv.FormatInt(ev.Seq, 10) + "-1", MaxLen: e.cfg.MaxLen, Approx: true, Values: []any{"e", data}})
-			if ev.Final() {
-				ttl = e.cfg.SettledTTL
-			}
+			final = final || ev.Final()
 		}
-		pipe.Expire(ctx, key, ttl)
+		switch {
+		case final:
+			pipe.Expire(ctx, key, e.cfg.SettledTTL)
+			e.forgetTTL(key)
+		case e.renewTTL(key, time.Now()):
+			pipe.Expire(ctx, key, e.cfg.TTL)
+		}
 	}
 	for _, fe := range feed {
 		if err := e.addFeed(ctx, pipe, fe); err != nil {
@@ -193,7 +235,9 @@ func (e *Events) addFeed(ctx context.Context, pipe redis.Pipeliner, fe chat.Feed
 	}
 	key := feedKey(fe.Repository)
 	pipe.XAdd(ctx, &redis.XAddArgs{Stream: key, MaxLen: e.cfg.FeedMaxLen, Approx: true, Values: []any{"e", data}})
-	pipe.Expire(ctx, key, e.cfg.TTL)
+	if e.renewTTL(key, time.Now()) {
+		pipe.Expire(ctx, key, e.cfg.TTL)
+	}
 	return nil
 }
 

@@ -1,11 +1,14 @@
 package worker
 
 import (
+	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/prchat/prchat/chat"
 )
@@ -327,4 +330,69 @@ func TestFollowersShareOneValuePerEvent(t *testing.T) {
 		t.Errorf("the follower joining after 1 got seq %d, want 2", got.Seq)
 	}
 	quiet(t, "c", c)
+}
+
+// TestPublishSetsTTLsOnce: a running turn's stream and its repository's feed
+// get their TTL with the first publish, not again with every one; the final
+// event sets the settled TTL. A turn's life (queued and running news, three
+// batches of events, done) sends three EXPIREs, not six.
+func TestPublishSetsTTLsOnce(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	counter := &commandCounter{}
+	expires := &expireCounter{}
+	e.rdb.AddHook(counter)
+	e.rdb.AddHook(expires)
+	ev := NewEvents(e.rdb, EventsConfig{TTL: time.Hour, SettledTTL: time.Minute})
+	t.Cleanup(ev.Stop)
+	ctx := t.Context()
+	news := func(s chat.State) []chat.FeedEvent {
+		return []chat.FeedEvent{{Type: "turn", Repository: "acme/a", ConversationID: "c1", Turn: 1, State: s}}
+	}
+	publish := func(evs []chat.Event, feed []chat.FeedEvent) {
+		t.Helper()
+		if err := ev.Publish(ctx, "turn-1", evs, feed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish(nil, news(chat.StateQueued))
+	publish([]chat.Event{{Seq: 1, Type: chat.EventState, State: chat.StateRunning}}, news(chat.StateRunning))
+	if ttl := e.rdb.TTL(ctx, turnKey("turn-1")).Val(); ttl <= 50*time.Minute {
+		t.Errorf("running turn's stream TTL %v, want about an hour", ttl)
+	}
+	publish([]chat.Event{{Seq: 2, Type: chat.EventNote, Text: "a"}}, nil)
+	publish([]chat.Event{{Seq: 3, Type: chat.EventNote, Text: "b"}}, nil)
+	publish([]chat.Event{{Seq: 4, Type: chat.EventDone}}, news(chat.StateSucceeded))
+	if ttl := e.rdb.TTL(ctx, turnKey("turn-1")).Val(); ttl <= 0 || ttl > time.Minute {
+		t.Errorf("settled turn's stream TTL %v, want the settled TTL (1m)", ttl)
+	}
+	if ttl := e.rdb.TTL(ctx, feedKey("acme/a")).Val(); ttl <= 50*time.Minute {
+		t.Errorf("feed TTL %v, want about an hour", ttl)
+	}
+	// feed queued, turn running, turn done (the settled TTL).
+	if n := expires.n.Load(); n != 3 {
+		t.Errorf("%d EXPIREs for a turn's life, want 3 (the feed's, the running stream's, the settled stream's)", n)
+	}
+	t.Logf("Redis commands for a turn's life: %d", counter.n.Load())
+}
+
+// expireCounter counts the EXPIREs a client sends.
+type expireCounter struct{ n atomic.Int64 }
+
+func (c *expireCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *expireCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { c.count(cmd); return next(ctx, cmd) }
+}
+func (c *expireCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			c.count(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+func (c *expireCounter) count(cmd redis.Cmder) {
+	if cmd.Name() == "expire" {
+		c.n.Add(1)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/worker/workertest"
 )
 
 // startReconciler starts a Reconciler on turns that passes every 20ms and
@@ -194,5 +195,81 @@ func TestPassCostsTheSameForTenTurnsOrTwoHundred(t *testing.T) {
 	t.Logf("commands per pass: %d for 10 and 200 turns with 1 host queue, %d with 8", few, eightHosts)
 	if perQueue := float64(eightHosts-oneHost) / 7; perQueue > 10 {
 		t.Errorf("a host queue more costs a pass %.1f Redis commands, want a few", perQueue)
+	}
+}
+
+// BenchmarkReconcilerWith10000Queued runs 1, 2, 4 and 8 started reconcilers
+// (as many worker processes) over 10,000 queued turns whose jobs wait, and
+// reports the Redis commands per pending turn and pass of the whole
+// deployment: with the lease, one reconciler passes whatever their number.
+//
+//	go test -run '^$' -bench Reconciler -benchtime 1x ./worker/
+func BenchmarkReconcilerWith10000Queued(b *testing.B) {
+	const queued = 10_000
+	url := workertest.RedisURL(b)
+	setupClient, err := NewRedisClient(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer setupClient.Close()
+	setupQueue, err := NewQueue(setupClient, QueueConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := env{rdb: setupClient, queue: setupQueue, hosts: NewHosts(setupClient, HostsConfig{})}
+	turns := newFakeTurns(e)
+	for i := range queued {
+		id := fmt.Sprintf("q%05d", i)
+		turns.add(chat.Turn{ID: id, State: chat.StateQueued, CreatedAt: time.Now().Add(-time.Minute)}, "")
+		if err := e.queue.Enqueue(b.Context(), id, ""); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, procs := range []int{1, 2, 4, 8} {
+		b.Run(fmt.Sprintf("processes=%d", procs), func(b *testing.B) {
+			for range b.N {
+				counter := &commandCounter{}
+				rdb, err := NewRedisClient(url)
+				if err != nil {
+					b.Fatal(err)
+				}
+				rdb.AddHook(counter)
+				q, err := NewQueue(rdb, QueueConfig{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				ctx, stop := context.WithCancel(b.Context())
+				var rs []*Reconciler
+				for i := range procs {
+					r, err := NewReconciler(turns, q, NewHosts(rdb, HostsConfig{}), ReconcilerConfig{Interval: 200 * time.Millisecond, LeaseTTL: 600 * time.Millisecond, Holder: fmt.Sprint("p", i)})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := r.Start(ctx); err != nil {
+						b.Fatal(err)
+					}
+					rs = append(rs, r)
+				}
+				passes := func() int {
+					n := 0
+					for _, r := range rs {
+						n += r.Passes()
+					}
+					return n
+				}
+				deadline := time.Now().Add(2 * time.Minute)
+				for passes() < 5 && time.Now().Before(deadline) {
+					time.Sleep(10 * time.Millisecond)
+				}
+				for _, r := range rs {
+					r.Stop()
+				}
+				stop()
+				n, cmds := passes(), counter.n.Load()
+				_ = rdb.Close()
+				b.ReportMetric(float64(n), "passes")
+				b.ReportMetric(float64(cmds)/float64(n)/queued, "commands/turn/pass")
+			}
+		})
 	}
 }
