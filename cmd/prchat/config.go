@@ -214,7 +214,7 @@ func settings() []setting {
 		{env: "PRCHAT_DATABASE_URL", def: "", help: "Postgres URL (postgres://...); empty: embedded SQLite in the data directory", set: str(func(c *Config) *string { return &c.DatabaseURL })},
 		{env: "PRCHAT_REDIS_URL", def: "", help: "Redis URL (redis://host:6379/0); empty: embedded in-process Redis (serve only)", set: str(func(c *Config) *string { return &c.RedisURL })},
 		{env: "PRCHAT_WORKER_ID", def: defaultWorkerID(), help: "this worker's id; its queue is host:<id>", set: str(func(c *Config) *string { return &c.WorkerID })},
-		{env: "PRCHAT_CONCURRENCY", def: "4", help: "turns a worker runs at once", set: integer(func(c *Config) *int { return &c.Concurrency })},
+		{env: "PRCHAT_CONCURRENCY", def: strconv.Itoa(defaultConcurrency()), help: "turns a worker runs at once; the default comes from this host's memory (its cgroup's limit if lower): 256 MiB per turn after 1 GiB for the host, at most 8 per core and 64", set: integer(func(c *Config) *int { return &c.Concurrency })},
 		{env: "PRCHAT_TURN_TIMEOUT", def: "10m", help: "time limit of one turn, repairs included", set: positiveDuration(func(c *Config) *time.Duration { return &c.TurnTimeout })},
 		{env: "PRCHAT_MAX_REPAIRS", def: "2", help: "how often an invalid answer is sent back to the agent", set: integer(func(c *Config) *int { return &c.MaxRepairs })},
 		{env: "PRCHAT_MAX_CALLS", def: "40", help: "model calls allowed per turn", set: integer(func(c *Config) *int { return &c.MaxCalls })},
