@@ -160,8 +160,19 @@
 // secret split across deltas never leaks. The stream keeps only the
 // unreleased tail plus a little context for rules that look back; the
 // prefilter runs over each byte once (its state and the keyword occurrences
-// still in play are kept between deltas), and only the rules of those
-// occurrences run again on each Write.
+// still in play are kept between deltas). A decision that did not read past
+// the end is final: its candidates are kept and its rule does not run
+// again; only the occurrences still provisional run again on each Write,
+// and they skip the checks of a value that runs to the end (the release
+// stops before their keyword, so a provisional candidate cannot change what
+// is released). A delta is appended to a growing block without copying the
+// retained text, and text released with nothing masked in it is returned as
+// a substring of that block (a block holds a few kB).
+//
+// Within one scan the keywords inside one key name (secret_key holds
+// "secret" and "key") share one decision of the generic rule, and the
+// names a key is checked for (public, csrf, the services) are found in
+// one pass over the key.
 //
 // # Comparison with gitleaks
 //

@@ -336,6 +336,35 @@ var nearDefs = []nearDef{
 	{"wufoo-api-key", []string{"wufoo"}, parseShapes("upper19")},
 }
 
+// nearWindowEnds walks matchNear's window after ke without judging its
+// values and reports whether it ends before the end of the text; it
+// reads at least as far as matchNear does.
+func nearWindowEnds(v *view, ke int) bool {
+	for i := ke; i < ke+nearWindow; {
+		c := v.at(i)
+		if c < 0 {
+			return false
+		}
+		if c == '\n' && v.at(i+1) == '\n' || c == '[' && v.hasPrefix(i, maskPrefix) {
+			break
+		}
+		if !setNearValue[c] {
+			i++
+			continue
+		}
+		j := v.run(i, setNearValue, maxNearValue+1)
+		if j-i > maxNearValue {
+			break
+		}
+		e := j
+		for e-j < 2 && v.at(e) == '=' {
+			e++
+		}
+		i = e
+	}
+	return v.reach <= len(v.s)
+}
+
 // setNearValue are the bytes of a value the dictionary rule reads after a
 // service's name; anything else separates values.
 var setNearValue = newSet("A-Za-z0-9_+/.-")
@@ -354,6 +383,9 @@ func matchNear(v *view, ks, ke int, sp *spec, out *[4]result) int {
 	}
 	if c := v.at(ke); c >= 0 && isLower(byte(c)) && s[ke-1] != '_' {
 		return 0
+	}
+	if v.provisional && !nearWindowEnds(v, ke) {
+		return 0 // the window is still arriving
 	}
 	d := &nearDefs[sp.near]
 	n := 0

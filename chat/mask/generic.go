@@ -397,6 +397,9 @@ func assignAt(v *view, ks, a, b int) result {
 	if q == 0 && kq == 0 && colonGlued {
 		return noMatch // group:artifact, host:port, a:b in prose
 	}
+	if v.pending() {
+		return noMatch // the value may go on
+	}
 	return assignResult(s[a:b], &nk, kind, val, q != 0, start, end)
 }
 
@@ -483,6 +486,9 @@ func xmlValue(v *view, i int, key string, nk *normKey, kind keyKind) result {
 		k++
 	}
 	if !v.hasPrefix(k, "</") || !v.hasPrefix(k+2, key) {
+		return noMatch
+	}
+	if v.pending() {
 		return noMatch
 	}
 	return assignResult(key, nk, kind, v.s[st:end], true, st, end)

@@ -245,33 +245,48 @@ func (m *Masker) advance(s string, from int, st uint32, hits []hit) (uint32, []h
 }
 
 // evalHits runs the rules of the given keyword occurrences that start at or
-// after skip, as scan does in stream mode, and returns the candidates and
-// the limit.
-func (m *Masker) evalHits(s string, hits []hit, skip int, cands []cand) (_ []cand, limit int) {
+// after skip, as scan does in stream mode. The candidates of a decision
+// that did not depend on the end of s are final: they are appended to
+// done and their occurrence is dropped from hits. It returns the remaining
+// occurrences, the candidates of the provisional decisions appended to
+// cands, the final ones appended to done, and the limit.
+func (m *Masker) evalHits(s string, hits []hit, skip int, cands, done []cand) (_ []hit, _, _ []cand, limit int) {
 	limit = len(s)
 	var memo assignMemo
+	keep := hits[:0]
 	for _, h := range hits {
 		if h.ks < skip {
 			continue
 		}
 		kw := &m.ac.kws[h.ki]
 		sp := m.specs[kw.rule]
-		v := view{s: s, reach: h.ke}
-		cands = evalAt(&v, h.ks, h.ke, kw.lit, sp, &memo, cands)
+		v := view{s: s, reach: h.ke, provisional: true}
 		if v.reach > len(s) {
-			if lo := h.ks - max(sp.lookback, v.back); lo < limit {
-				limit = max(lo, 0)
+			// a keyword that ends the text: decided when more arrives
+			cands = evalAt(&v, h.ks, h.ke, kw.lit, sp, &memo, cands)
+		} else {
+			n := len(done)
+			done = evalAt(&v, h.ks, h.ke, kw.lit, sp, &memo, done)
+			if v.reach <= len(s) {
+				continue
 			}
+			cands = append(cands, done[n:]...)
+			done = done[:n]
+		}
+		keep = append(keep, h)
+		if lo := h.ks - max(sp.lookback, v.back); lo < limit {
+			limit = max(lo, 0)
 		}
 	}
-	return cands, limit
+	return keep, cands, done, limit
 }
 
 // resolve picks the spans to replace: existing mask tokens are kept, any
 // candidate touching one is dropped, and among overlapping candidates the
 // earliest start wins, then the longest span, then the higher priority.
-// It reorders and filters cands in place and returns the chosen spans in
-// text order.
+// Ties are broken by the scan's order, so that the choice does not depend
+// on the order of cands. It reorders and filters cands in place and
+// returns the chosen spans in text order.
 func resolve(s string, cands []cand) []cand {
 	hasProtect := false
 	for i := range cands {
@@ -310,8 +325,16 @@ func resolve(s string, cands []cand) []cand {
 					return -1
 				}
 				return 1
-			default:
+			case x.prio != y.prio:
 				return int(y.prio) - int(x.prio)
+			case x.ke != y.ke:
+				// the order of the scan: a Stream decides candidates at
+				// different times, and the result must not depend on it
+				return x.ke - y.ke
+			case x.ks != y.ks:
+				return x.ks - y.ks
+			default:
+				return int(x.id) - int(y.id)
 			}
 		})
 	}

@@ -24,6 +24,10 @@ type Stream struct {
 	// (their decision may depend on text still to come).
 	st   uint32
 	hits []hit
+	// done are the candidates of keyword occurrences whose decision is
+	// final (it did not depend on text still to come); their occurrences
+	// are no longer in hits, so their rules do not run again.
+	done []cand
 	// scratch reused by every Write
 	cands, all []cand
 }
@@ -60,7 +64,10 @@ func (s *Stream) Write(delta string) string {
 	s.append(delta)
 	buf := s.buf
 	s.st, s.hits = s.m.advance(buf, from, s.st, s.hits)
-	cands, limit := s.m.evalHits(buf, s.hits, s.skip, s.cands[:0])
+	var cands []cand
+	var limit int
+	s.hits, cands, s.done, limit = s.m.evalHits(buf, s.hits, s.skip, s.cands[:0], s.done)
+	cands = append(cands, s.done...)
 	a := s.m.ac
 	depth := int(a.depth[s.st/a.ncls])
 	s.all = append(s.all[:0], cands...)
@@ -84,6 +91,14 @@ func (s *Stream) Write(delta string) string {
 			}
 		}
 		s.hits = keep
+		done := s.done[:0]
+		for _, x := range s.done {
+			if x.ks >= c {
+				x.start, x.end, x.after, x.ks, x.ke = x.start-c0, x.end-c0, x.after-c0, x.ks-c0, x.ke-c0
+				done = append(done, x)
+			}
+		}
+		s.done = done
 	}
 	return out
 }
@@ -138,7 +153,7 @@ func (s *Stream) Flush() string {
 		return ""
 	}
 	buf, out, skip := s.buf, s.out, s.skip
-	s.blk, s.base, s.buf, s.out, s.skip, s.st, s.hits = nil, 0, "", 0, 0, 0, s.hits[:0]
+	s.blk, s.base, s.buf, s.out, s.skip, s.st, s.hits, s.done = nil, 0, "", 0, 0, 0, s.hits[:0], s.done[:0]
 	if out >= len(buf) {
 		return ""
 	}

@@ -13,7 +13,17 @@ type view struct {
 	// start (a value written before its label), when that is further than
 	// its rule's lookback.
 	back int
+	// provisional: the text may continue (a Stream's pending text). A
+	// decision that has read past the end is provisional, and its
+	// candidates cannot change what is released (the release stops before
+	// the keyword), so a matcher may skip the checks of a value that runs
+	// to the end.
+	provisional bool
 }
+
+// pending reports a provisional view whose matcher has read past the end:
+// its decision will be made again when more text arrives.
+func (v *view) pending() bool { return v.provisional && v.reach > len(v.s) }
 
 // at returns s[i], or -1 past the end, and records the read.
 func (v *view) at(i int) int {
