@@ -35,7 +35,7 @@ const expiryTick = 250 * time.Millisecond
 // Clients in the process reach it through in-memory connections (Client,
 // Dial) rather than TCP loopback, whose write and read syscalls and poller
 // wake-ups on both sides were about 40% of an idle serve's CPU. The TCP
-// listener stays for other clients (tests, `prchat bench`).
+// listener stays for other clients (tests, prchat-bench).
 type EmbeddedRedis struct {
 	m    *miniredis.Miniredis
 	addr string

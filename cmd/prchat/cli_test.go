@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/prchat/prchat/agentsession/agentsessiontest"
-	"github.com/prchat/prchat/chat"
-	"github.com/prchat/prchat/cmd/prchat/bench"
 )
 
 // run runs prchat with args and the environment env, and returns its exit
@@ -33,7 +31,7 @@ func TestHelpPrintsToStdout(t *testing.T) {
 	for _, args := range [][]string{
 		{"help"}, {"--help"},
 		{"serve", "--help"}, {"api", "-h"}, {"worker", "--help"}, {"migrate", "--help"},
-		{"ask", "--help"}, {"review", "--help"}, {"review", "record", "-h"}, {"bench", "--help"},
+		{"ask", "--help"}, {"review", "--help"}, {"review", "record", "-h"},
 	} {
 		code, out, errOut := run(t, nil, args...)
 		if code != 0 || !strings.HasPrefix(out, "Usage: prchat") || errOut != "" {
@@ -43,10 +41,6 @@ func TestHelpPrintsToStdout(t *testing.T) {
 	_, out, _ := run(t, nil, "ask", "--help")
 	if !strings.Contains(out, "-no-stream") {
 		t.Errorf("ask --help lacks its flags:\n%s", out)
-	}
-	_, out, _ = run(t, nil, "bench", "--help")
-	if !strings.Contains(out, "-subscribers") || !strings.Contains(out, "--bench-agent") {
-		t.Errorf("bench --help lacks its flags or the daemons' --bench-agent:\n%s", out)
 	}
 }
 
@@ -60,16 +54,14 @@ func TestUsageMistakesExitTwo(t *testing.T) {
 	}{
 		{[]string{"serve", "extra"}, `prchat serve: unexpected argument "extra" (see --help)`},
 		{[]string{"serve", "--no-such-flag"}, "prchat serve: flag provided but not defined: -no-such-flag (see --help)"},
-		{[]string{"migrate", "--bench-agent"}, "prchat migrate: flag provided but not defined: -bench-agent (see --help)"},
+		{[]string{"migrate", "--cpuprofile", "x"}, "prchat migrate: flag provided but not defined: -cpuprofile (see --help)"},
+		{[]string{"serve", "--bench-agent"}, "prchat serve: flag provided but not defined: -bench-agent (see --help)"},
 		{[]string{"ask", "--pr", "abc", "q"}, `prchat ask: invalid value "abc" for flag -pr: parse error (see --help)`},
 		{[]string{"ask", "--repo", "a/b", "--pr", "1"}, "prchat ask: a question is required (see --help)"},
 		{[]string{"ask", "--repo", "a/b", "q"}, "prchat ask: give --repo and --pr for a new conversation, or --conversation (see --help)"},
 		{[]string{"review"}, "prchat review: the only review subcommand is record (see --help)"},
 		{[]string{"review", "record", "--pr", "x"}, `prchat review: invalid value "x" for flag -pr: parse error (see --help)`},
 		{[]string{"review", "record", "--repo", "a/b"}, "prchat review: --repo, --pr and --markdown-file are required (see --help)"},
-		{[]string{"bench", "--only", "speed"}, `prchat bench: invalid value "speed" for flag -only: unknown phase "speed"`},
-		{[]string{"bench", "--clients", "0"}, "prchat bench: --clients must be between 1 and 4096 (see --help)"},
-		{[]string{"bench", "extra"}, `prchat bench: unexpected argument "extra" (see --help)`},
 	} {
 		code, out, errOut := run(t, map[string]string{"PRCHAT_SERVER": "http://127.0.0.1:1"}, tc.args...)
 		cmd := "prchat " + tc.args[0]
@@ -80,8 +72,10 @@ func TestUsageMistakesExitTwo(t *testing.T) {
 	if code, _, errOut := run(t, nil); code != 2 || !strings.HasPrefix(errOut, "Usage: prchat") {
 		t.Errorf("prchat alone: exit %d, stderr %q; want 2 and the usage", code, errOut)
 	}
-	if code, _, errOut := run(t, nil, "frobnicate"); code != 2 || !strings.HasPrefix(errOut, `prchat: unknown command "frobnicate"`) {
-		t.Errorf("unknown command: exit %d, stderr %q", code, errOut)
+	for _, cmd := range []string{"frobnicate", "bench"} {
+		if code, _, errOut := run(t, nil, cmd); code != 2 || !strings.HasPrefix(errOut, `prchat: unknown command "`+cmd+`"`) {
+			t.Errorf("unknown command %s: exit %d, stderr %q", cmd, code, errOut)
+		}
 	}
 }
 
@@ -130,49 +124,34 @@ func TestSecretsOfTheURLs(t *testing.T) {
 	}
 }
 
-// TestBenchAgentFlag: --bench-agent, off by default, registers the bench's
-// agent, which then answers a question about a review it wrote; without
-// it no review can name the bench agent.
-func TestBenchAgentFlag(t *testing.T) {
+// TestNoBenchAgent: a production build has no bench agent: no review can
+// name it (a prchatbench build's is tested in backends_bench_test.go).
+func TestNoBenchAgent(t *testing.T) {
 	t.Parallel()
-	if cfg, err := loadConfig("serve", nil, func(string) string { return "" }, io.Discard); err != nil || cfg.BenchAgent {
-		t.Fatalf("default: bench agent %v (%v), want off", cfg.BenchAgent, err)
+	if len(buildBackends()) > 0 {
+		t.Skip("a prchatbench build")
 	}
-	repo := agentsessiontest.NewRepo(t, map[string]string{"bench.txt": "bench\n"})
-	boot := func(t *testing.T, args ...string) string {
-		env := map[string]string{"PRCHAT_DATA_DIR": t.TempDir(), "PRCHAT_LISTEN": "127.0.0.1:0", "PRCHAT_LOG_LEVEL": "error"}
-		d, _, _, err := startDaemon(context.Background(), "serve", args, func(k string) string { return env[k] }, io.Discard, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(d.Stop)
-		doAt(t, d.URL(), "POST", "/api/v1/repos", map[string]any{"name": "bench/repo", "clone_path": repo.Dir}, http.StatusCreated, nil)
-		return d.URL()
+	base, repo := bootBench(t)
+	var e struct{ Error struct{ Code string } }
+	doAt(t, base, "POST", "/api/v1/repos/bench/repo/pulls/1/reviews", map[string]any{"head_sha": repo.Head(), "backend": "bench", "markdown": "r"}, http.StatusUnprocessableEntity, &e)
+	if e.Error.Code != "unsupported_backend" {
+		t.Errorf("review naming the bench agent: %+v, want unsupported_backend", e)
 	}
-	review := map[string]any{"head_sha": repo.Head(), "backend": bench.Backend, "markdown": "r"}
+}
 
-	t.Run("off", func(t *testing.T) {
-		t.Parallel()
-		var e struct{ Error struct{ Code string } }
-		doAt(t, boot(t), "POST", "/api/v1/repos/bench/repo/pulls/1/reviews", review, http.StatusUnprocessableEntity, &e)
-		if e.Error.Code != "unsupported_backend" {
-			t.Errorf("review naming the bench agent without --bench-agent: %+v, want unsupported_backend", e)
-		}
-	})
-	t.Run("on", func(t *testing.T) {
-		t.Parallel()
-		base := boot(t, "--bench-agent")
-		doAt(t, base, "POST", "/api/v1/repos/bench/repo/pulls/1/reviews", review, http.StatusCreated, nil)
-		var asked struct{ Conversation struct{ ID string } }
-		doAt(t, base, "POST", "/api/v1/repos/bench/repo/pulls/1/reviews/1/conversations", map[string]any{"question": "q"}, http.StatusAccepted, &asked)
-		var turn turnJSON
-		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && !chat.State(turn.State).Final(); {
-			doAt(t, base, "GET", "/api/v1/conversations/"+asked.Conversation.ID+"/turns/1?wait=5s", nil, http.StatusOK, &turn)
-		}
-		if turn.State != "succeeded" || turn.Answer == nil || turn.Answer.AnswerMarkdown != "ok" {
-			t.Errorf("turn = %+v, want the bench agent's answer", turn)
-		}
-	})
+// bootBench starts a serve daemon of this build with a repository
+// bench/repo registered, and returns its URL and the repository.
+func bootBench(t *testing.T) (string, agentsessiontest.Repo) {
+	t.Helper()
+	repo := agentsessiontest.NewRepo(t, map[string]string{"bench.txt": "bench\n"})
+	env := map[string]string{"PRCHAT_DATA_DIR": t.TempDir(), "PRCHAT_LISTEN": "127.0.0.1:0", "PRCHAT_LOG_LEVEL": "error"}
+	d, _, _, err := startDaemon(context.Background(), "serve", nil, func(k string) string { return env[k] }, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Stop)
+	doAt(t, d.URL(), "POST", "/api/v1/repos", map[string]any{"name": "bench/repo", "clone_path": repo.Dir}, http.StatusCreated, nil)
+	return d.URL(), repo
 }
 
 // TestCPUProfileFlag: a daemon started with --cpuprofile writes a CPU

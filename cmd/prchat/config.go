@@ -73,13 +73,9 @@ type Config struct {
 	IdlePollInterval                            time.Duration
 	LogFormat                                   string
 	LogLevel                                    string
-	// BenchAgent registers the zero-latency agent of `prchat bench` as
-	// backend "bench" (flag --bench-agent of serve, api and worker only; a
-	// measuring aid, off by default).
-	BenchAgent bool
 	// CPUProfile, if set, is the file the daemon writes a CPU profile of
 	// its run to (flag --cpuprofile of serve, api and worker only; a
-	// measuring aid: prchat bench --cpuprofile profiles its daemons so).
+	// measuring aid: prchat-bench --cpuprofile profiles its daemons so).
 	CPUProfile string
 	// Access (see access.go).
 	InsecureNoAuth     bool
@@ -298,7 +294,6 @@ func loadConfig(cmd string, args []string, getenv func(string) string, help io.W
 	fs := flag.NewFlagSet("prchat "+cmd, flag.ContinueOnError)
 	daemon := cmd != "migrate"
 	if daemon {
-		fs.BoolVar(&c.BenchAgent, "bench-agent", false, "")
 		fs.StringVar(&c.CPUProfile, "cpuprofile", "", "")
 	}
 	all := settings()
@@ -317,10 +312,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string, help io.W
 			fmt.Fprintf(out, "  --%s  (%s, default %s)\n        %s\n", s.flagName(), s.env, def, s.help)
 		}
 		if daemon {
-			fmt.Fprint(out, "\nA measuring aid, never on by default and not for production:\n\n"+
-				"  --bench-agent  (flag only, default false)\n"+
-				"        register the zero-latency agent of `prchat bench` as backend \"bench\";\n"+
-				"        prchat bench starts its daemons with it\n"+
+			fmt.Fprint(out, "\nA measuring aid, never on by default:\n\n"+
 				"  --cpuprofile FILE  (flag only, default none)\n"+
 				"        write a CPU profile of the daemon's run, from its start to its stop,\n"+
 				"        to FILE\n")

@@ -24,8 +24,11 @@ func TestHelpListsEverySetting(t *testing.T) {
 			t.Errorf("--help lacks %s (--%s):\n%s", s.env, s.flagName(), &out)
 		}
 	}
-	if !strings.Contains(out.String(), "--bench-agent  (flag only, default false)") {
-		t.Errorf("--help does not list --bench-agent:\n%s", &out)
+	if !strings.Contains(out.String(), "--cpuprofile FILE  (flag only, default none)") {
+		t.Errorf("--help does not list --cpuprofile:\n%s", &out)
+	}
+	if strings.Contains(out.String(), "bench") {
+		t.Errorf("--help of a production build speaks of the bench:\n%s", &out)
 	}
 	if !strings.Contains(out.String(), "(PRCHAT_POLL_INTERVAL, default 5ms)") {
 		t.Errorf("--help does not give the poll interval's default of 5ms:\n%s", &out)

@@ -8,7 +8,8 @@
 //	prchat ask       ask a question and stream the answer (a client)
 //	prchat review    record a review from your own agent session (a client)
 //	prchat token     make, list and revoke API tokens (on the database)
-//	prchat bench     measure the daemon against the floor its parts allow
+//
+// The bench is a command of its own, cmd/prchat-bench.
 //
 // Every setting is a PRCHAT_* environment variable and a flag; see
 // `prchat serve --help`.
@@ -26,8 +27,6 @@ import (
 	"os/signal"
 	"runtime/pprof"
 	"syscall"
-
-	"github.com/prchat/prchat/cmd/prchat/bench"
 )
 
 func main() {
@@ -47,7 +46,6 @@ Commands:
   ask       ask a question about a pull request's review and print the answer
   review    record a review version from an agent session you ran yourself
   token     make, list and revoke API tokens
-  bench     measure intake, overhead, throughput, memory, live events and running turns
   version   print the version, VCS revision and Go version of this binary
 
 Run 'prchat <command> --help' for the settings of a command.
@@ -68,8 +66,6 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 		err = runMigrate(ctx, rest, getenv, stdout, stderr)
 	case "ask":
 		err = runAsk(ctx, rest, getenv, stdout, stderr)
-	case "bench":
-		err = runBench(ctx, rest, stdout, stderr)
 	case "review":
 		err = runReview(ctx, rest, getenv, stdout, stderr)
 	case "token":
@@ -131,15 +127,11 @@ func startDaemon(ctx context.Context, cmd string, args []string, getenv func(str
 	if err != nil {
 		return nil, cfg, nil, err
 	}
-	opts := options{logger: log}
-	if cfg.BenchAgent {
-		opts.backends = append(opts.backends, &bench.Agent{})
-	}
 	lock, err := lockDataDir(cfg, cmd)
 	if err != nil {
 		return nil, cfg, log, err
 	}
-	d, err := start(ctx, cfg, roleOf(cmd), opts)
+	d, err := start(ctx, cfg, roleOf(cmd), options{logger: log, backends: buildBackends()})
 	if err != nil {
 		if lock != nil {
 			lock.Close()
@@ -164,7 +156,7 @@ func runDaemon(ctx context.Context, cmd string, args []string, getenv func(strin
 		}
 		defer stopProfile()
 	}
-	attrs := []any{"command", cmd, "listen", d.Addr(), "data_dir", cfg.DataDir, "worker", cfg.WorkerID, "bench_agent", cfg.BenchAgent}
+	attrs := []any{"command", cmd, "listen", d.Addr(), "data_dir", cfg.DataDir, "worker", cfg.WorkerID}
 	if cmd != "worker" {
 		attrs = append(attrs, "dashboard", d.URL()+"/")
 	}
@@ -208,43 +200,6 @@ func startCPUProfile(file string) (func(), error) {
 		pprof.StopCPUProfile()
 		_ = f.Close()
 	}, nil
-}
-
-// runBench is `prchat bench`. It reads its flags only (no environment
-// variable): see bench.Run.
-func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var cfg bench.Config
-	fs := flag.NewFlagSet("prchat bench", flag.ContinueOnError)
-	cfg.AddFlags(fs)
-	if err := parseFlags(fs, args, stdout); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
-	}
-	if err := cfg.Check(); err != nil {
-		return usageError{err.Error()}
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find the prchat executable: %w", err)
-	}
-	cfg.Command = []string{exe}
-	cfg.InProcess = startInProcess
-	return bench.Run(ctx, cfg, stdout, stderr)
-}
-
-// startInProcess starts the daemon of a command line (serve, api or worker
-// and its flags) in this process, for the bench's CPU profile.
-func startInProcess(ctx context.Context, args []string, getenv func(string) string, logs io.Writer) (func(), error) {
-	if len(args) == 0 {
-		return nil, errors.New("no command to start")
-	}
-	d, _, _, err := startDaemon(ctx, args[0], args[1:], getenv, io.Discard, logs)
-	if err != nil {
-		return nil, err
-	}
-	return d.Stop, nil
 }
 
 func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {

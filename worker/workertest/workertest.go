@@ -23,7 +23,7 @@ import (
 // EnvRedisURL names the environment variable with the URL of a Redis server
 // for tests, e.g. redis://127.0.0.1:6379/0. Database 0 of that server holds
 // the locks; the tests use databases 1 to 13 and flush them. Databases 14
-// and 15 are left to a bench run by hand beside the tests (prchat bench
+// and 15 are left to a bench run by hand beside the tests (prchat-bench
 // --redis-url redis://127.0.0.1:6379/14), which a test must not flush.
 const EnvRedisURL = "PRCHAT_TEST_REDIS_URL"
 

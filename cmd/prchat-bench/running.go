@@ -1,4 +1,4 @@
-package bench
+package main
 
 import (
 	"cmp"
@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/prchat/prchat/chat"
 )
 
 const (
@@ -90,9 +92,6 @@ func (b *bencher) running(ctx context.Context) error {
 		api = busy
 	}
 	defer b.stopDaemon(busy)
-	// The serve daemon runs in the bench's process when it profiles: no
-	// RSS or CPU of its own then, and no /metrics of its own to read.
-	measured := busy.cmd != nil
 	var beats *beatLog
 	if split {
 		beats = b.watchHeartbeat(ctx, busy.workerID)
@@ -199,18 +198,18 @@ func (b *bencher) running(ctx context.Context) error {
 	// The figures.
 	const sec = "running"
 	b.rep.add(sec, fmt.Sprintf("%d turns asked → all running on %s", n, busy.name), secs(runningAfter), "", "")
-	if measured && rssErr == nil {
+	if rssErr == nil {
 		b.rep.add(sec, fmt.Sprintf("%s RSS idle → with %d running", busy.name, n), mb(rssIdle)+" → "+mb(rssLoaded), "", "")
 		b.rep.add(sec, "  RSS per running turn", fmt.Sprintf("%.1f KB", float64(rssLoaded-rssIdle)/float64(n)/1024), "", "")
 	}
-	if measured && goErr == nil {
+	if goErr == nil {
 		per := func(k string) float64 { return (goLoaded[k] - goIdle[k]) / float64(n) }
 		b.rep.add(sec, fmt.Sprintf("  goroutines idle → with %d running (per running turn)", n),
 			fmt.Sprintf("%.0f → %.0f (%.1f)", goIdle["go_goroutines"], goLoaded["go_goroutines"], per("go_goroutines")), "", "")
 		b.rep.add(sec, "  Go heap in use / stacks, per running turn",
 			fmt.Sprintf("%.1f KB / %.1f KB", per("go_memstats_heap_inuse_bytes")/1024, per("go_memstats_stack_inuse_bytes")/1024), "", "")
 	}
-	if measured && cpuErr == nil {
+	if cpuErr == nil {
 		window := wUntil.Sub(wFrom)
 		loaded := time.Duration(float64(cpuUntil-cpuFrom) / window.Seconds())
 		b.rep.add(sec, fmt.Sprintf("%s CPU per second, idle → with %d running", busy.name, n), ms(idleCPU)+" → "+ms(loaded), "", "")
@@ -258,28 +257,29 @@ func (b *bencher) running(ctx context.Context) error {
 // have succeeded with one stored answer and one done event, and each
 // subscriber's stream must have ended with done.
 func (b *bencher) checkRunning(ctx context.Context, sec string, turnIDs []string, subs *subscribers) error {
-	db := b.db.DB().WithContext(ctx)
-	var rows []struct {
-		State    string
-		Fence    int64
-		Answered bool
-		Dones    int64
-	}
-	err := db.Raw(`SELECT t.state, t.fence, t.answer IS NOT NULL AS answered,
-  (SELECT count(*) FROM turn_events e WHERE e.turn_id = t.id AND e.type = 'done') AS dones
-FROM turns t WHERE t.id IN ?`, turnIDs).Scan(&rows).Error
+	turns, err := b.db.TurnsByID(ctx, turnIDs)
 	if err != nil {
 		return fmt.Errorf("running: read the turns: %w", err)
 	}
 	states, runs := map[string]int{}, map[int64]int{}
-	lost, twice := len(turnIDs)-len(rows), 0
-	for _, r := range rows {
-		states[r.State]++
-		runs[r.Fence]++
-		if r.State != "succeeded" || !r.Answered || r.Dones == 0 {
+	lost, twice := len(turnIDs)-len(turns), 0
+	for _, t := range turns {
+		events, err := b.db.Events(ctx, t.ID, 0)
+		if err != nil {
+			return fmt.Errorf("running: read the events of turn %s: %w", t.ID, err)
+		}
+		dones := 0
+		for _, e := range events {
+			if e.Type == chat.EventDone {
+				dones++
+			}
+		}
+		states[string(t.State)]++
+		runs[t.Fence]++
+		if t.State != chat.StateSucceeded || t.Answer == nil || dones == 0 {
 			lost++
 		}
-		if r.Dones > 1 {
+		if dones > 1 {
 			twice++
 		}
 	}
@@ -315,9 +315,6 @@ func toInt64(m map[string]int) map[string]int64 {
 // workerGoStats reads the Go gauges of d's /metrics, an API's or a
 // worker's probes.
 func (b *bencher) workerGoStats(ctx context.Context, d *benchDaemon) (map[string]float64, error) {
-	if d.cmd == nil {
-		return nil, errors.New("the daemon runs in the bench's process")
-	}
 	return b.goStats(ctx, &benchDaemon{name: d.name, url: d.metrics})
 }
 
@@ -341,10 +338,13 @@ func (b *bencher) askMany(ctx context.Context, base string, body []byte, n int) 
 
 // turnsOf returns the ids of the first turns of convs.
 func (b *bencher) turnsOf(ctx context.Context, convs []string) ([]string, error) {
-	var ids []string
-	err := b.db.DB().WithContext(ctx).Raw(`SELECT id FROM turns WHERE conversation_id IN ? AND number = 1`, convs).Scan(&ids).Error
+	turns, err := b.db.FirstTurns(ctx, convs)
 	if err != nil {
 		return nil, fmt.Errorf("read the asked turns: %w", err)
+	}
+	ids := make([]string, len(turns))
+	for i, t := range turns {
+		ids[i] = t.ID
 	}
 	if len(ids) != len(convs) {
 		return nil, fmt.Errorf("%d turns found of %d conversations", len(ids), len(convs))
@@ -359,13 +359,13 @@ func (s turnState) final() bool { return s.state != "queued" && s.state != "runn
 
 // turnStates reads the states of turnIDs.
 func (b *bencher) turnStates(ctx context.Context, turnIDs []string) ([]turnState, error) {
-	var rows []struct{ State, Runner string }
-	if err := b.db.DB().WithContext(ctx).Raw(`SELECT state, runner FROM turns WHERE id IN ?`, turnIDs).Scan(&rows).Error; err != nil {
+	turns, err := b.db.TurnsByID(ctx, turnIDs)
+	if err != nil {
 		return nil, fmt.Errorf("read turn states: %w", err)
 	}
-	out := make([]turnState, len(rows))
-	for i, r := range rows {
-		out[i] = turnState{r.State, r.Runner}
+	out := make([]turnState, len(turns))
+	for i, t := range turns {
+		out[i] = turnState{string(t.State), t.Runner}
 	}
 	return out, nil
 }

@@ -1,19 +1,27 @@
-// Package bench is `prchat bench`: it measures the prchat daemon against
-// the floor its parts allow, side by side on one machine. It starts the
-// daemons under test as child processes (prchat serve, api and worker with
-// --bench-agent, which registers Agent, an agent that answers at once or
-// sleeps and streams events as its question asks) and prints a table of
-// figures; it asserts nothing of them. Its running phase holds many slow
+// Command prchat-bench measures the prchat daemon against the floor its
+// parts allow, side by side on one machine. It starts the daemons under
+// test as child processes, as a user would (prchat serve, api and worker,
+// from a prchat binary built with -tags prchatbench, which registers the
+// benchagent backend: an agent that answers at once or sleeps and streams
+// events as its question asks), drives them through their HTTP API and
+// prints a table of figures; it asserts nothing of them. Its running phase holds many slow
 // turns on one worker, then kills that worker to time the takeover. On
 // Postgres and Redis the throughput phase also measures the api with worker
 // processes, the workers alone, and asynq's own floor, and accounts for the
 // CPU of every process a turn passes through.
-package bench
+//
+//	go build -tags prchatbench -o bin/prchat-benchd ./cmd/prchat
+//	go build -o bin/prchat-bench ./cmd/prchat-bench
+//	bin/prchat-bench [--prchat bin/prchat-benchd] [flags]
+//
+// (make bench-build builds both.)
+package main
 
 import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -31,13 +39,15 @@ import (
 	"strings"
 	"time"
 
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql's pgx driver, for openPostgres
 	"github.com/redis/go-redis/v9"
 
+	"github.com/prchat/prchat/cmd/prchat-bench/benchagent"
 	"github.com/prchat/prchat/store"
 	"github.com/prchat/prchat/worker"
 )
 
-// The phases `prchat bench --only` can select.
+// The phases `prchat-bench --only` can select.
 const (
 	phaseIntake     = "intake"
 	phaseOverhead   = "overhead"
@@ -52,17 +62,18 @@ func allPhases() []string {
 	return []string{phaseIntake, phaseOverhead, phaseThroughput, phaseMemory, phaseEvents, phaseRunning}
 }
 
-// Usage is the text of `prchat bench --help` before its flags.
-const Usage = `Usage: prchat bench [flags]
+// Usage is the text of `prchat-bench --help` before its flags.
+const Usage = `Usage: prchat-bench [flags]
 
 Measures the daemon against the floor its parts allow, side by side on this
 machine: intake (P1) against an in-process floor, turn overhead (P2),
 throughput (P3), memory (P7), live event delivery, and many slow turns
 running at once on one worker (--running-turns, its memory, CPU, event
 delivery and heartbeat, then the takeover when it is killed). The daemons
-under test are child processes of this one (prchat serve, api, worker)
-started with --bench-agent, the zero-latency agent, so only prchat itself is
-measured. With no URLs it uses the embedded SQLite and an in-process Redis
+under test are child processes of this one (prchat serve, api, worker) of
+a prchat binary built with -tags prchatbench (--prchat; default
+prchat-benchd beside this program), whose zero-latency agent answers, so
+only prchat itself is measured. With no URLs it uses the embedded SQLite and an in-process Redis
 (the running phase then runs on a serve daemon, without the takeover).
 
 Give --database-url and --redis-url to bench on Postgres and Redis; the
@@ -83,9 +94,8 @@ if that is too low.
 Flags:
 `
 
-// Config is what the bench measures and how. AddFlags fills in the
-// measured part from the command line; the program that runs the bench
-// sets Command and InProcess.
+// Config is what the bench measures and how. AddFlags fills it in from the
+// command line.
 type Config struct {
 	// Duration is how long each load phase measures: the floor and the
 	// intake each (in alternating rounds), the throughput per topology.
@@ -103,10 +113,10 @@ type Config struct {
 	// on; else the embedded ones.
 	DatabaseURL string
 	RedisURL    string
-	// CPUProfile, if set, is the file of a CPU profile. The serve daemon
-	// then runs in the bench's process (samples labelled part=daemon); the
-	// api and worker processes write profiles of their own beside it,
-	// CPUProfile.<n>-<name> (the n-th daemon started).
+	// CPUProfile, if set, is the file of the bench's own CPU profile
+	// (samples labelled part=bench or part=floor); the daemons write
+	// profiles of their own beside it, CPUProfile.<n>-<name> (the n-th
+	// daemon started).
 	CPUProfile string
 	// Phases are the phases to run, of intake, overhead, throughput,
 	// memory, events and running.
@@ -114,25 +124,16 @@ type Config struct {
 	// Subscribers are the subscriber counts of the events phase.
 	Subscribers []int
 
-	// Command starts a daemon under test: the program and its leading
-	// arguments, to which the role (serve, api or worker) and
-	// --bench-agent are added. Required.
+	// Command starts a daemon under test: a prchat program built with
+	// -tags prchatbench and its leading arguments, to which the role
+	// (serve, api or worker) is added. Required.
 	Command []string
 	// Env is added to the environment of the daemons under test.
 	Env []string
 	// Settle is how long a freshly started daemon is left alone before its
 	// idle RSS is read. Default 3s.
 	Settle time.Duration
-	// InProcess starts the serve daemon in the bench's own process, which
-	// a CPU profile needs. Required with CPUProfile.
-	InProcess StartFunc
 }
-
-// StartFunc starts a daemon in this process: args are prchat's command
-// line after the program's name ("serve --bench-agent"), getenv its
-// settings, logs where it logs. It returns once the daemon runs, with the
-// function that stops it.
-type StartFunc func(ctx context.Context, args []string, getenv func(string) string, logs io.Writer) (stop func(), err error)
 
 func (c Config) has(phase string) bool { return slices.Contains(c.Phases, phase) }
 
@@ -149,7 +150,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.RunningTurns, "running-turns", 200, "slow turns the running phase runs at once on one worker (its PRCHAT_CONCURRENCY)")
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "Postgres URL to bench on (a schema of its own is made and dropped); empty: embedded SQLite")
 	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis URL of an empty database to bench on (flushed when done); empty: in-process Redis")
-	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile here; the serve daemon then runs inside the bench (samples labelled part=daemon), and the api and worker processes write theirs to FILE.<n>-<name>")
+	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write the bench's CPU profile here (samples labelled part=bench or part=floor); the daemons write theirs to FILE.<n>-<name>")
 	fs.Var(phaseList{&c.Phases}, "only", "phases to run, of "+strings.Join(allPhases(), ","))
 	fs.Var(countList{&c.Subscribers}, "subscribers", "subscriber counts of the events phase")
 	fs.Usage = func() {
@@ -255,6 +256,7 @@ type bencher struct {
 	flushRedis  bool
 	hosts       *worker.Hosts
 	db          *store.Store // the daemons' database, to count turns
+	pg          *sql.DB      // the same on Postgres, for the server's statistics
 	http        *http.Client
 	askPath     string
 	daemons     []*benchDaemon
@@ -271,11 +273,8 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (err error) 
 	if err := cfg.Check(); err != nil {
 		return err
 	}
-	switch {
-	case len(cfg.Command) == 0:
+	if len(cfg.Command) == 0 {
 		return errors.New("bench: no command to start the daemons with")
-	case cfg.CPUProfile != "" && cfg.InProcess == nil:
-		return errors.New("bench: --cpuprofile needs a daemon in the bench's process")
 	}
 	if cfg.has(phaseEvents) {
 		// A socket per subscriber on each side, and what a daemon opens
@@ -367,13 +366,13 @@ func (b *bencher) makeSchemas(ctx context.Context) error {
 	var r [6]byte
 	_, _ = rand.Read(r[:])
 	base := "prchat_bench_" + hex.EncodeToString(r[:])
-	admin, err := store.Open(ctx, store.Config{DatabaseURL: b.cfg.DatabaseURL, MaxOpenConns: 1})
+	admin, err := openPostgres(b.cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}
 	defer admin.Close()
 	for _, s := range []string{base, base + "_floor"} {
-		if err := admin.DB().WithContext(ctx).Exec("CREATE SCHEMA " + s).Error; err != nil {
+		if _, err := admin.ExecContext(ctx, "CREATE SCHEMA "+s); err != nil {
 			return fmt.Errorf("create schema %s: %w", s, err)
 		}
 		b.schemas = append(b.schemas, s)
@@ -406,24 +405,27 @@ func (b *bencher) cleanup() {
 	if b.db != nil {
 		_ = b.db.Close()
 	}
+	if b.pg != nil {
+		_ = b.pg.Close()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if len(b.schemas) > 0 {
-		if admin, err := store.Open(ctx, store.Config{DatabaseURL: b.cfg.DatabaseURL, MaxOpenConns: 1}); err == nil {
+		if admin, err := openPostgres(b.cfg.DatabaseURL); err == nil {
 			for _, s := range b.schemas {
-				if err := admin.DB().WithContext(ctx).Exec("DROP SCHEMA " + s + " CASCADE").Error; err != nil {
-					fmt.Fprintf(b.stderr, "prchat bench: drop schema %s: %v\n", s, err)
+				if _, err := admin.ExecContext(ctx, "DROP SCHEMA "+s+" CASCADE"); err != nil {
+					fmt.Fprintf(b.stderr, "prchat-bench: drop schema %s: %v\n", s, err)
 				}
 			}
 			_ = admin.Close()
 		} else {
-			fmt.Fprintf(b.stderr, "prchat bench: drop schemas %v: %v\n", b.schemas, err)
+			fmt.Fprintf(b.stderr, "prchat-bench: drop schemas %v: %v\n", b.schemas, err)
 		}
 	}
 	if b.rdb != nil {
 		if b.flushRedis {
 			if err := b.rdb.FlushDB(ctx).Err(); err != nil {
-				fmt.Fprintf(b.stderr, "prchat bench: flush the Redis database: %v\n", err)
+				fmt.Fprintf(b.stderr, "prchat-bench: flush the Redis database: %v\n", err)
 			}
 		}
 		_ = b.rdb.Close()
@@ -473,7 +475,7 @@ func (b *bencher) header() {
 	if l := loadAverage(); l != "" {
 		load = ", load average " + l + " at start"
 	}
-	fmt.Fprintf(b.stdout, "prchat bench: %s + %s; %d CPUs%s; %s %s/%s\n", db, rd, runtime.NumCPU(), load, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(b.stdout, "prchat-bench: %s + %s; %d CPUs%s; %s %s/%s\n", db, rd, runtime.NumCPU(), load, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	fmt.Fprintf(b.stdout, "%d clients, %s per load phase, worker concurrency %d, bench agent (zero latency; each turn forks the review's session)\n",
 		b.cfg.Clients, b.cfg.Duration, b.cfg.Concurrency)
 	if b.cfg.CPUProfile != "" {
@@ -646,7 +648,7 @@ func (b *bencher) prepare(ctx context.Context, base string) error {
 	// itself: each first question forks it, the usual case of a
 	// claude-code or codex review, and no run directory is made per turn.
 	if err := b.postJSON(ctx, base+"/api/v1/repos/bench/repo/pulls/1/reviews", map[string]string{
-		"head_sha": b.head, "backend": Backend, "session_id": "bench-review", "run_dir": b.repoDir,
+		"head_sha": b.head, "backend": benchagent.Backend, "session_id": "bench-review", "run_dir": b.repoDir,
 		"markdown": "The bench review.",
 	}, http.StatusCreated); err != nil {
 		return fmt.Errorf("record the bench review: %w", err)
@@ -660,5 +662,22 @@ func (b *bencher) prepare(ctx context.Context, base string) error {
 	if b.db, err = store.Open(ctx, sc); err != nil {
 		return fmt.Errorf("open the daemon's database: %w", err)
 	}
+	if b.databaseURL != "" {
+		if b.pg, err = openPostgres(b.databaseURL); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// openPostgres opens a connection of the bench's own to the Postgres of
+// url, for what is not prchat's data: its schemas and the server's
+// statistics.
+func openPostgres(url string) (*sql.DB, error) {
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		return nil, fmt.Errorf("open Postgres: %w", err)
+	}
+	db.SetMaxOpenConns(1)
+	return db, nil
 }

@@ -1,4 +1,8 @@
-package bench
+// Package benchagent is the zero-latency agent of prchat-bench: a backend
+// that answers at once, so that only the daemon is measured. Only a prchat
+// binary built with -tags prchatbench registers it (as backend "bench");
+// a production build cannot reach it.
+package benchagent
 
 import (
 	"context"
@@ -10,13 +14,11 @@ import (
 	"github.com/prchat/prchat/chat"
 )
 
-// Agent is the zero-latency agent of `prchat bench`: it answers at once,
-// so only the daemon is measured. The daemons register it as backend
-// "bench" when started with --bench-agent, as the bench starts them. A
-// question may carry directives: "events=N interval=D hold=D" make it wait
-// hold, then emit N tool_result events interval apart whose summary is the
-// send time in Unix nanoseconds (for delivery latency). The zero value is
-// ready to use.
+// Agent is the zero-latency agent of prchat-bench: it answers at once, so
+// only the daemon is measured. A question may carry directives: "events=N
+// interval=D hold=D" make it wait hold, then emit N tool_result events
+// interval apart whose summary is the send time in Unix nanoseconds (for
+// delivery latency). The zero value is ready to use.
 type Agent struct {
 	sessions atomic.Int64
 }

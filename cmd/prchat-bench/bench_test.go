@@ -1,11 +1,11 @@
-package bench
+package main
 
 import (
 	"bytes"
 	"context"
-	"flag"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -14,19 +14,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/cmd/prchat-bench/benchagent"
 )
 
-// parse parses args as `prchat bench` does.
-func parse(args ...string) (Config, error) {
-	var c Config
-	fs := flag.NewFlagSet("prchat bench", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	c.AddFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
-	return c, c.Check()
-}
+// parse parses args as prchat-bench does.
+func parse(args ...string) (Config, error) { return parseArgs(args, io.Discard) }
 
 func TestFlags(t *testing.T) {
 	t.Parallel()
@@ -86,8 +78,7 @@ func TestRunRefusesAnIncompleteConfig(t *testing.T) {
 		change func(*Config)
 		want   string
 	}{
-		{func(c *Config) {}, "no command"},
-		{func(c *Config) { c.Command = []string{"prchat"} }, "--cpuprofile needs a daemon in the bench's process"},
+		{func(c *Config) { c.Command = nil }, "no command"},
 		{func(c *Config) { c.Command, c.Clients = []string{"prchat"}, 0 }, "--clients"},
 	} {
 		c := c
@@ -186,14 +177,14 @@ func TestReportOrdersSections(t *testing.T) {
 // keeps its id.
 func TestAgentDirectives(t *testing.T) {
 	t.Parallel()
-	var a Agent
+	var a benchagent.Agent
 	var events []chat.Event
 	before := time.Now().UnixNano()
 	res, err := a.Run(t.Context(), chat.RunRequest{Question: "events=3 interval=1ms hold=1ms"}, func(e chat.Event) { events = append(events, e) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Text != Answer || res.SessionID == "" || res.Usage.Calls != 1 {
+	if res.Text != benchagent.Answer || res.SessionID == "" || res.Usage.Calls != 1 {
 		t.Errorf("result = %+v", res)
 	}
 	if len(events) != 3 {
@@ -208,7 +199,7 @@ func TestAgentDirectives(t *testing.T) {
 	if err != nil || again.SessionID != res.SessionID {
 		t.Errorf("resumed run = %+v, %v; want session %s", again, err, res.SessionID)
 	}
-	if _, err := chat.ParseAnswer([]byte(Answer), ""); err != nil {
+	if _, err := chat.ParseAnswer([]byte(benchagent.Answer), ""); err != nil {
 		t.Errorf("Answer breaks the schema: %v", err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
@@ -313,5 +304,43 @@ func TestSubscriberLatencies(t *testing.T) {
 	s.finals, s.errs = []string{"done", "error"}, []error{nil, nil}
 	if n, err := s.failed(); n != 1 || err == nil {
 		t.Errorf("failed = %d, %v; want 1 with an error", n, err)
+	}
+}
+
+// TestMainExitCodes: --help prints the usage to stdout and exits 0; a
+// mistake in the command line exits 2 with one line, and starts nothing.
+func TestMainExitCodes(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	if code := Main(t.Context(), []string{"--help"}, &out, &errOut); code != 0 || !strings.HasPrefix(out.String(), "Usage: prchat-bench") ||
+		!strings.Contains(out.String(), "-subscribers") || !strings.Contains(out.String(), "-prchat") || errOut.Len() > 0 {
+		t.Errorf("--help: exit %d, stdout %.60q, stderr %q; want 0 and the usage with its flags on stdout", code, &out, &errOut)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--only", "speed"}, `prchat-bench: invalid value "speed" for flag -only: unknown phase "speed"`},
+		{[]string{"--clients", "0"}, "prchat-bench: --clients must be between 1 and 4096 (see --help)"},
+		{[]string{"extra"}, `prchat-bench: unexpected argument "extra" (see --help)`},
+	} {
+		out.Reset()
+		errOut.Reset()
+		code := Main(t.Context(), tc.args, &out, &errOut)
+		if code != 2 || out.Len() > 0 || !strings.HasPrefix(errOut.String(), tc.want) || strings.Count(errOut.String(), "\n") != 1 {
+			t.Errorf("prchat-bench %s: exit %d, stdout %q, stderr %q; want 2 and one line %q", strings.Join(tc.args, " "), code, &out, &errOut, tc.want)
+		}
+	}
+}
+
+// TestMissingDaemonFails: a --prchat that is no program stops the bench
+// with an error naming it, after it checked its settings.
+func TestMissingDaemonFails(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	missing := filepath.Join(t.TempDir(), "no-prchat")
+	code := Main(t.Context(), []string{"--prchat", missing, "--only", "overhead", "--turns", "1"}, &out, &errOut)
+	if code != 1 || !strings.Contains(errOut.String(), "no-prchat") {
+		t.Errorf("exit %d, stderr %q; want 1 and an error naming %s", code, &errOut, missing)
 	}
 }

@@ -3,35 +3,68 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
+	"fmt"
 	"os"
-	"os/signal"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/prchat/prchat/cmd/prchat/bench"
 	"github.com/prchat/prchat/store/storetest"
 	"github.com/prchat/prchat/worker/workertest"
 )
 
-// TestBenchChild is no test of its own: it is the daemon under test of
-// TestBench, which starts this test binary as `prchat serve|api|worker
-// --bench-agent`.
-func TestBenchChild(t *testing.T) {
-	if os.Getenv("PRCHAT_BENCH_CHILD") != "1" {
-		t.Skip("the daemon process of TestBench")
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.Load() {
+		if bin, err := benchDaemonBuild(); err == nil {
+			_ = os.RemoveAll(filepath.Dir(bin))
+		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := Main(ctx, flag.Args(), os.Getenv, os.Stdout, os.Stderr)
-	stop()
 	os.Exit(code)
 }
 
+// built says whether a test built the bench's daemon.
+var built atomic.Bool
+
+// benchDaemonBuild builds the daemon the bench drives, once per test
+// binary: prchat with -tags prchatbench, as make bench-build does.
+var benchDaemonBuild = sync.OnceValues(func() (string, error) {
+	built.Store(true)
+	dir, err := os.MkdirTemp("", "prchat-benchd-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "prchat-benchd")
+	out, err := exec.Command("go", "build", "-tags", "prchatbench", "-o", bin, "github.com/prchat/prchat/cmd/prchat").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build -tags prchatbench ./cmd/prchat: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// benchConfig is the bench's configuration of args, driving the daemon
+// benchDaemonBuild built.
+func benchConfig(t *testing.T, args ...string) Config {
+	t.Helper()
+	bin, err := benchDaemonBuild()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := parseArgs(append([]string{"--prchat", bin}, args...), os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Settle = 500 * time.Millisecond
+	return cfg
+}
+
 // TestBench runs the whole bench in a tiny configuration on the embedded
-// default, its daemons started as `prchat bench` starts them, and checks
+// default, its daemons started as prchat-bench starts them, and checks
 // that every section is printed with figures. It asserts no timings: the
 // machine running the tests decides those. It boots daemons for a minute,
 // so it runs only when PRCHAT_TEST_BENCH=1 (as .ci/run does), not in
@@ -40,20 +73,11 @@ func TestBench(t *testing.T) {
 	if os.Getenv("PRCHAT_TEST_BENCH") != "1" {
 		t.Skip("boots daemons for a minute; set PRCHAT_TEST_BENCH=1")
 	}
-	var cfg bench.Config
-	fs := flag.NewFlagSet("prchat bench", flag.ContinueOnError)
-	cfg.AddFlags(fs)
-	if err := parseFlags(fs, []string{"--duration", "1s", "--clients", "8", "--turns", "10", "--subscribers", "10", "--running-turns", "10"}, os.Stderr); err != nil {
-		t.Fatal(err)
-	}
-	cfg.Command = []string{os.Args[0], "-test.run=^TestBenchChild$", "--"}
-	cfg.Env = []string{"PRCHAT_BENCH_CHILD=1"}
-	cfg.Settle = 500 * time.Millisecond
-	cfg.InProcess = startInProcess
+	cfg := benchConfig(t, "--duration", "1s", "--clients", "8", "--turns", "10", "--subscribers", "10", "--running-turns", "10")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out, logs bytes.Buffer
-	if err := bench.Run(ctx, cfg, &out, &logs); err != nil {
+	if err := Run(ctx, cfg, &out, &logs); err != nil {
 		t.Fatalf("bench: %v\nstdout:\n%s\nstderr:\n%s", err, &out, &logs)
 	}
 	// A figure: a number with its unit, or two ("p50 / p99"); never n/a.
@@ -105,21 +129,12 @@ func TestBenchRunning(t *testing.T) {
 	if dbURL == "" || os.Getenv(workertest.EnvRedisURL) == "" {
 		t.Skip("needs the test Postgres and Redis")
 	}
-	var cfg bench.Config
-	fs := flag.NewFlagSet("prchat bench", flag.ContinueOnError)
-	cfg.AddFlags(fs)
-	args := []string{"--only", "running", "--duration", "1s", "--running-turns", "10",
-		"--database-url", dbURL, "--redis-url", workertest.RedisURL(t)}
-	if err := parseFlags(fs, args, os.Stderr); err != nil {
-		t.Fatal(err)
-	}
-	cfg.Command = []string{os.Args[0], "-test.run=^TestBenchChild$", "--"}
-	cfg.Env = []string{"PRCHAT_BENCH_CHILD=1"}
-	cfg.Settle = 500 * time.Millisecond
+	cfg := benchConfig(t, "--only", "running", "--duration", "1s", "--running-turns", "10",
+		"--database-url", dbURL, "--redis-url", workertest.RedisURL(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out, logs bytes.Buffer
-	if err := bench.Run(ctx, cfg, &out, &logs); err != nil {
+	if err := Run(ctx, cfg, &out, &logs); err != nil {
 		t.Fatalf("bench: %v\nstdout:\n%s\nstderr:\n%s", err, &out, &logs)
 	}
 	figure := regexp.MustCompile(`^\d+(\.\d+)?( ms| KB| s)?( / \d+(\.\d+)? (ms|s))?$`)

@@ -1,4 +1,4 @@
-package bench
+package main
 
 import (
 	"context"
@@ -77,7 +77,7 @@ func runQueueFloor(ctx context.Context, rdb redis.UniversalClient, logs io.Write
 		ctx := context.WithoutCancel(ctx)
 		for _, q := range []string{queueFloorShared, queueFloorHost} {
 			if err := insp.DeleteQueue(q, true); err != nil && !errors.Is(err, asynq.ErrQueueNotFound) {
-				fmt.Fprintf(logs, "prchat bench: delete the asynq floor's queue %s: %v\n", q, err)
+				fmt.Fprintf(logs, "prchat-bench: delete the asynq floor's queue %s: %v\n", q, err)
 			}
 			iter := rdb.Scan(ctx, 0, "asynq:{"+q+"}:*", 100).Iterator()
 			for iter.Next(ctx) {

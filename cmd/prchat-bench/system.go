@@ -1,4 +1,4 @@
-package bench
+package main
 
 import (
 	"cmp"
@@ -62,7 +62,7 @@ func (b *bencher) sample(ctx context.Context) usage {
 			u.redisCalls = redisCalls(info)
 		}
 	}
-	if b.db != nil && b.cfg.DatabaseURL != "" {
+	if b.pg != nil {
 		if b.perf.postmaster == 0 {
 			b.perf.postmaster, b.perf.postmasterWhy = b.findPostmaster(ctx)
 		}
@@ -71,16 +71,15 @@ func (b *bencher) sample(ctx context.Context) usage {
 				u.pgCPU = c
 			}
 		}
-		db := b.db.DB().WithContext(ctx)
-		var xacts []int64
-		if db.Raw(`SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()`).Scan(&xacts).Error == nil && len(xacts) == 1 {
-			u.pgXacts = xacts[0]
+		var xacts int64
+		if b.pg.QueryRowContext(ctx, `SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()`).Scan(&xacts) == nil {
+			u.pgXacts = xacts
 		}
 		if b.perf.pgStatements {
-			var calls []int64
-			if db.Raw(`SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`).
-				Scan(&calls).Error == nil && len(calls) == 1 {
-				u.pgStmts = calls[0]
+			var calls int64
+			if b.pg.QueryRowContext(ctx, `SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`).
+				Scan(&calls) == nil {
+				u.pgStmts = calls
 			}
 		}
 	}
@@ -92,18 +91,16 @@ func (b *bencher) sample(ctx context.Context) usage {
 // the bench's own backend), or -1 and why not. It also finds out whether
 // pg_stat_statements can be read.
 func (b *bencher) findPostmaster(ctx context.Context) (int, string) {
-	db := b.db.DB().WithContext(ctx)
-	var ext []int64
-	b.perf.pgStatements = db.Raw(`SELECT count(*) FROM pg_extension WHERE extname = 'pg_stat_statements'`).Scan(&ext).Error == nil &&
-		len(ext) == 1 && ext[0] > 0
+	var ext int64
+	b.perf.pgStatements = b.pg.QueryRowContext(ctx, `SELECT count(*) FROM pg_extension WHERE extname = 'pg_stat_statements'`).Scan(&ext) == nil && ext > 0
 	if !loopbackURL(b.cfg.DatabaseURL) {
 		return -1, "the server is not on this machine"
 	}
-	var pids []int
-	if err := db.Raw(`SELECT pg_backend_pid()`).Scan(&pids).Error; err != nil || len(pids) != 1 {
+	var pid int
+	if err := b.pg.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
 		return -1, fmt.Sprintf("pg_backend_pid: %v", err)
 	}
-	pm, err := postmasterOf(pids[0])
+	pm, err := postmasterOf(pid)
 	if err != nil {
 		return -1, err.Error()
 	}

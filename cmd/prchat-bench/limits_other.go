@@ -1,6 +1,6 @@
 //go:build !unix
 
-package bench
+package main
 
 // raiseFileLimit does nothing where there is no RLIMIT_NOFILE.
 func raiseFileLimit(int) error { return nil }

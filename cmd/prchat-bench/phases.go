@@ -1,4 +1,4 @@
-package bench
+package main
 
 import (
 	"context"
@@ -9,35 +9,37 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/prchat/prchat/chat"
 )
 
 // pending counts the turns that are queued or running.
 func (b *bencher) pending(ctx context.Context) (int64, error) {
-	var n int64
-	err := b.db.DB().WithContext(ctx).Raw(`SELECT count(*) FROM turns WHERE state IN ('queued', 'running')`).Scan(&n).Error
+	counts, err := b.db.CountTurns(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("count pending turns: %w", err)
+		return 0, err
 	}
-	return n, nil
+	return counts[chat.StateQueued] + counts[chat.StateRunning], nil
 }
 
 // settled counts the turns in a final state, by state.
 func (b *bencher) settled(ctx context.Context) (map[string]int64, error) {
-	var rows []struct {
-		State string
-		N     int64
-	}
-	err := b.db.DB().WithContext(ctx).Raw(`SELECT state, count(*) AS n FROM turns WHERE state NOT IN ('queued', 'running') GROUP BY state`).
-		Scan(&rows).Error
+	counts, err := b.db.CountTurns(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("count settled turns: %w", err)
+		return nil, err
 	}
 	m := map[string]int64{}
-	for _, r := range rows {
-		m[r.State] = r.N
+	for state, n := range counts {
+		if state.Final() {
+			m[string(state)] = n
+		}
 	}
 	return m, nil
 }
+
+// recentTurns is how many of the turns that finished last the bench reads
+// for their times and failures.
+const recentTurns = 20000
 
 // total sums the counts of m.
 func total(m map[string]int64) int64 {
@@ -61,12 +63,14 @@ func (b *bencher) checkFailures(ctx context.Context, phase string, before, after
 		return
 	}
 	slices.Sort(bad)
-	var last []struct{ Reason, Note string }
-	_ = b.db.DB().WithContext(ctx).Raw(`SELECT reason, note FROM turns WHERE state NOT IN ('queued', 'running', 'succeeded') ORDER BY finished_at DESC LIMIT 1`).Scan(&last).Error
 	why := ""
-	if len(last) > 0 {
-		note, _, _ := strings.Cut(last[0].Note, "\n")
-		why = fmt.Sprintf(" (last: %s: %s)", last[0].Reason, note)
+	finished, _ := b.db.FinishedTurns(ctx, recentTurns)
+	for _, t := range finished {
+		if t.State != chat.StateSucceeded {
+			note, _, _ := strings.Cut(t.Note, "\n")
+			why = fmt.Sprintf(" (last: %s: %s)", t.Reason, note)
+			break
+		}
 	}
 	b.rep.note(fmt.Sprintf("%s: turns that did not succeed: %s%s", phase, strings.Join(bad, ", "), why))
 }
@@ -75,13 +79,7 @@ func (b *bencher) checkFailures(ctx context.Context, phase string, before, after
 // their wait in the queue (created → started) and their run (started →
 // finished) as the daemon recorded them, sorted.
 func (b *bencher) turnTimes(ctx context.Context, from, until time.Time) (wait, run durations, err error) {
-	var rows []struct {
-		CreatedAt  time.Time
-		StartedAt  *time.Time
-		FinishedAt *time.Time
-	}
-	err = b.db.DB().WithContext(ctx).Raw(`SELECT created_at, started_at, finished_at FROM turns
-WHERE finished_at IS NOT NULL ORDER BY finished_at DESC LIMIT 20000`).Scan(&rows).Error
+	rows, err := b.db.FinishedTurns(ctx, recentTurns)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read turn times: %w", err)
 	}
@@ -528,4 +526,19 @@ func window(ctx context.Context, warm, dur time.Duration, begin, end func() erro
 		}()
 	}()
 	return done
+}
+
+// sleep waits d, or until ctx ends; then it returns ctx's error.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

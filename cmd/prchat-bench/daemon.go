@@ -1,9 +1,8 @@
-package bench
+package main
 
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -11,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,8 +30,7 @@ const (
 )
 
 // benchDaemon is one daemon under test: a child process running
-// `prchat serve|api|worker`, or, when the bench profiles, a daemon started
-// in the bench's own process.
+// `prchat serve|api|worker`.
 type benchDaemon struct {
 	role     string // serve, api or worker
 	name     string // how the report and the logs call it
@@ -45,9 +42,6 @@ type benchDaemon struct {
 	exited chan struct{} // closed when the child has exited
 	err    error         // the child's exit, once exited is closed
 	logs   *daemonLog
-
-	// stop stops a daemon started in the bench's process.
-	stop func()
 }
 
 // daemonEnv returns the settings of a daemon under test as PRCHAT_*
@@ -108,12 +102,7 @@ func (b *bencher) startDaemonOnce(ctx context.Context, role, name string, settin
 	if role != "worker" {
 		d.url = "http://" + listen
 	}
-	if b.cfg.CPUProfile != "" && role == "serve" {
-		err = b.startInProcess(ctx, d, env)
-	} else {
-		err = b.startChild(d, env)
-	}
-	if err != nil {
+	if err := b.startChild(d, env); err != nil {
 		return nil, err
 	}
 	b.daemons = append(b.daemons, d)
@@ -126,7 +115,7 @@ func (b *bencher) startDaemonOnce(ctx context.Context, role, name string, settin
 
 // startChild starts d as a child process.
 func (b *bencher) startChild(d *benchDaemon, settings map[string]string) error {
-	args := append(append([]string{}, b.cfg.Command[1:]...), d.role, "--bench-agent")
+	args := append(append([]string{}, b.cfg.Command[1:]...), d.role)
 	if b.cfg.CPUProfile != "" {
 		// A child profiles itself, to a file of its own beside the bench's.
 		args = append(args, "--cpuprofile", childProfile(b.cfg.CPUProfile, len(b.daemons)+1, d.name))
@@ -164,20 +153,6 @@ func (b *bencher) startChild(d *benchDaemon, settings map[string]string) error {
 // name, beside the bench's own profile file.
 func childProfile(file string, n int, name string) string {
 	return fmt.Sprintf("%s.%d-%s", file, n, name)
-}
-
-// startInProcess starts d in this process, under the profiler's "part"
-// label daemon, so that a profile can tell its samples from the bench's.
-func (b *bencher) startInProcess(ctx context.Context, d *benchDaemon, settings map[string]string) error {
-	d.logs = &daemonLog{name: d.name + " (in-process)", w: b.stderr}
-	var err error
-	pprof.Do(ctx, pprof.Labels("part", "daemon"), func(ctx context.Context) {
-		d.stop, err = b.cfg.InProcess(ctx, []string{d.role, "--bench-agent"}, func(k string) string { return settings[k] }, d.logs)
-	})
-	if err != nil {
-		return fmt.Errorf("start prchat %s in process: %w", d.role, err)
-	}
-	return nil
 }
 
 // waitReady waits until d answers.
@@ -226,35 +201,22 @@ func (b *bencher) ready(ctx context.Context, d *benchDaemon) (bool, error) {
 
 // rss returns the resident set size of d's process.
 func (d *benchDaemon) rss() (int64, error) {
-	if d.cmd == nil {
-		return 0, errors.New("the daemon runs in the bench's process")
-	}
 	return processRSS(d.cmd.Process.Pid)
 }
 
 // cpu returns the CPU time d's process has used.
 func (d *benchDaemon) cpu() (time.Duration, error) {
-	if d.cmd == nil {
-		return 0, errors.New("the daemon runs in the bench's process")
-	}
 	return processCPU(d.cmd.Process.Pid)
 }
 
 // cpuFine is cpu to the nanosecond (processCPUFine).
 func (d *benchDaemon) cpuFine() (time.Duration, error) {
-	if d.cmd == nil {
-		return 0, errors.New("the daemon runs in the bench's process")
-	}
 	return processCPUFine(d.cmd.Process.Pid)
 }
 
 // stopDaemon stops d: SIGTERM, then SIGKILL after daemonStopTimeout. Safe to
 // call twice.
 func (b *bencher) stopDaemon(d *benchDaemon) {
-	if d.stop != nil {
-		d.stop()
-		return
-	}
 	if d.cmd == nil {
 		return
 	}
@@ -267,7 +229,7 @@ func (b *bencher) stopDaemon(d *benchDaemon) {
 	select {
 	case <-d.exited:
 	case <-time.After(daemonStopTimeout):
-		fmt.Fprintf(b.stderr, "prchat bench: %s did not stop within %s; killing it\n", d.name, daemonStopTimeout)
+		fmt.Fprintf(b.stderr, "prchat-bench: %s did not stop within %s; killing it\n", d.name, daemonStopTimeout)
 		_ = d.cmd.Process.Kill()
 		<-d.exited
 	}

@@ -1,4 +1,4 @@
-package bench
+package main
 
 import (
 	"bufio"
@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/cmd/prchat-bench/benchagent"
 	"github.com/prchat/prchat/store"
 	"github.com/prchat/prchat/worker"
 )
@@ -319,7 +320,7 @@ func (b *bencher) openFloor(ctx context.Context) (_ *floor, err error) {
 	if _, err = f.st.UpsertRepository(ctx, &repo); err != nil {
 		return nil, fmt.Errorf("floor: %w", err)
 	}
-	rev := chat.Review{RepositoryID: repo.ID, Repository: repo.Name, PR: 1, HeadSHA: b.head, Backend: Backend,
+	rev := chat.Review{RepositoryID: repo.ID, Repository: repo.Name, PR: 1, HeadSHA: b.head, Backend: benchagent.Backend,
 		SessionID: "bench-review", RunDir: b.repoDir, Markdown: "The bench review.", Sections: []chat.Section{}}
 	if err = f.st.CreateReview(ctx, &rev); err != nil {
 		return nil, fmt.Errorf("floor: %w", err)
@@ -330,8 +331,8 @@ func (b *bencher) openFloor(ctx context.Context) (_ *floor, err error) {
 
 // ask does what intake must do for one first question.
 func (f *floor) ask(ctx context.Context) error {
-	c := chat.Conversation{ReviewID: f.review, Title: chat.Title(benchQuestion), Backend: Backend}
-	t := chat.Turn{Question: benchQuestion, Backend: Backend, State: chat.StateQueued}
+	c := chat.Conversation{ReviewID: f.review, Title: chat.Title(benchQuestion), Backend: benchagent.Backend}
+	t := chat.Turn{Question: benchQuestion, Backend: benchagent.Backend, State: chat.StateQueued}
 	if err := f.st.CreateConversation(ctx, &c, &t); err != nil {
 		return fmt.Errorf("floor: %w", err)
 	}
