@@ -185,7 +185,7 @@ func (sub *Subscription) follow(ctx context.Context) {
 	sub.refollow, sub.stale = false, true
 	var ch <-chan *SharedEvent
 	var err error
-	aside(func() { ch, err = sub.s.follower.Follow(ctx, sub.turn.ID, sub.last) })
+	onFreshStack(func() { ch, err = sub.s.follower.Follow(ctx, sub.turn.ID, sub.last) })
 	if err != nil {
 		if ctx.Err() == nil {
 			sub.s.log.WarnContext(ctx, "follow turn events; polling the store", slog.String("turn", sub.turn.ID), slog.Any("err", err))
@@ -234,13 +234,13 @@ func (sub *Subscription) push(ctx context.Context, e *SharedEvent) error {
 			return err
 		}
 	}
-	sub.queue1(e)
+	sub.queueEvent(e)
 	return nil
 }
 
-// queue1 queues e unless it is at or before the last one queued, or after
+// queueEvent queues e unless it is at or before the last one queued, or after
 // the final one.
-func (sub *Subscription) queue1(e *SharedEvent) {
+func (sub *Subscription) queueEvent(e *SharedEvent) {
 	if e.Seq <= sub.last || sub.final {
 		return
 	}
@@ -260,7 +260,7 @@ func (sub *Subscription) catchUp(ctx context.Context) error {
 	var evs []Event
 	var t Turn
 	var err error
-	aside(func() {
+	onFreshStack(func() {
 		if evs, err = s.store.Events(ctx, sub.turn.ID, sub.last); err != nil {
 			err = fmt.Errorf("read events of turn %s: %w", sub.turn.ID, err)
 			return
@@ -275,7 +275,7 @@ func (sub *Subscription) catchUp(ctx context.Context) error {
 		return err
 	}
 	for _, e := range evs {
-		sub.queue1(Share(e))
+		sub.queueEvent(Share(e))
 	}
 	if len(evs) > 0 {
 		return nil
@@ -296,7 +296,7 @@ func (sub *Subscription) catchUp(ctx context.Context) error {
 func (sub *Subscription) check(ctx context.Context) error {
 	var t Turn
 	var err error
-	aside(func() { t, err = sub.s.store.TurnByID(ctx, sub.turn.ID) })
+	onFreshStack(func() { t, err = sub.s.store.TurnByID(ctx, sub.turn.ID) })
 	if err != nil {
 		return fmt.Errorf("read turn %s: %w", sub.turn.ID, err)
 	}
@@ -308,11 +308,11 @@ func (sub *Subscription) check(ctx context.Context) error {
 	return nil
 }
 
-// aside runs f, a call of the store or the follower, on a goroutine that
+// onFreshStack runs f, a call of the store or the follower, on a goroutine that
 // ends with it, and waits for it: what f needs of a stack (deep, in the
 // database driver) is not kept by the stack of the subscriber's goroutine,
 // which waits with it for as long as the stream is open.
-func aside(f func()) {
+func onFreshStack(f func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -1,8 +1,21 @@
-// Package worker carries prchat's turns from the API to the workers that run
-// them, on asynq and Redis.
+// Package worker is prchat's Redis adapter, for API and worker processes
+// alike: everything prchat keeps in Redis or does through asynq is here.
 //
-// It implements chat.Queue (Queue) and chat.Hosts (Hosts), and runs the
-// long-lived parts of a worker process:
+// Every process (an API too) uses:
+//
+//   - Queue (chat.Queue): enqueues, routes and cancels turn jobs on asynq;
+//     Hosts (chat.Hosts): which workers are alive and where a session is
+//     warm;
+//   - Events (chat's Publisher and Follower): a turn's live events on Redis
+//     streams, read by one reader per process;
+//   - RateLimiter (chat.RateLimiter): the deployment-wide question limits;
+//   - Metrics and ReplyMetrics (chat's observers, on Prometheus), and
+//     NewQueueMonitor (asynqmon's dashboard, mounted by the API);
+//   - NewRedisClient, OpenRedis and StartEmbeddedRedis (the embedded Redis
+//     of prchat serve).
+//
+// A worker process also runs the long-lived parts (each with Start and
+// Stop, see lifecycle.go):
 //
 //   - Server consumes the shared queue "turns" and the worker's own queue
 //     "host:<id>" (preferred), and hands each "turn:run" task to a TurnRunner
@@ -17,6 +30,7 @@
 //     live ones sooner than asynq's own recovery (60-120 s). Every worker
 //     process runs one; the one holding the lease prchat:reconciler:lease
 //     makes the deployment's passes.
+//   - Outbox posts the answers of webhook questions back to their forge.
 //
 // # Jobs
 //
@@ -70,5 +84,5 @@
 // deployment's reconciler lease) and, if it took the lease,
 // Reconciler.ReconcileOnce; it stops in the reverse order, the Heartbeat
 // last.
-// An API-only process needs Queue and Hosts.
+// An API-only process needs Queue, Hosts, Events and RateLimiter.
 package worker

@@ -44,25 +44,17 @@ func publicURL(c *Config, v string) error {
 }
 
 func boolean(p func(*Config) *bool) func(*Config, string) error {
-	return func(c *Config, v string) error {
+	return field(func(v string) (bool, error) {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return fmt.Errorf("not 0 or 1: %q", v)
+			return false, fmt.Errorf("not 0 or 1: %q", v)
 		}
-		*p(c) = b
-		return nil
-	}
+		return b, nil
+	}, p)
 }
 
 func rateSetting(p func(*Config) *chat.Rate) func(*Config, string) error {
-	return func(c *Config, v string) error {
-		r, err := chat.ParseRate(v)
-		if err != nil {
-			return err
-		}
-		*p(c) = r
-		return nil
-	}
+	return field(chat.ParseRate, p)
 }
 
 // roots returns PRCHAT_REPOS_ROOTS as absolute folders.

@@ -100,83 +100,85 @@ func (s setting) flagName() string {
 	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(s.env, "PRCHAT_")), "_", "-")
 }
 
+// field makes a setting's set function: parse the value, then store it in
+// the field p gives.
+func field[T any](parse func(string) (T, error), p func(*Config) *T) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		x, err := parse(v)
+		if err == nil {
+			*p(c) = x
+		}
+		return err
+	}
+}
+
 func str(p func(*Config) *string) func(*Config, string) error {
-	return func(c *Config, v string) error { *p(c) = v; return nil }
+	return field(func(v string) (string, error) { return v, nil }, p)
 }
 
 func integer(p func(*Config) *int) func(*Config, string) error {
-	return func(c *Config, v string) error {
+	return field(func(v string) (int, error) {
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			return fmt.Errorf("not a whole number: %q", v)
+			return 0, fmt.Errorf("not a whole number: %q", v)
 		}
-		*p(c) = n
-		return nil
+		return n, nil
+	}, p)
+}
+
+// parseDuration parses a duration setting.
+func parseDuration(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("not a duration such as 10m: %q", v)
 	}
+	return d, nil
 }
 
 func duration(p func(*Config) *time.Duration) func(*Config, string) error {
-	return func(c *Config, v string) error {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return fmt.Errorf("not a duration such as 10m: %q", v)
-		}
-		*p(c) = d
-		return nil
-	}
+	return field(parseDuration, p)
 }
 
-// positiveDuration is duration for a setting that must be above zero.
+// positiveDuration is a duration setting that must be above zero.
 func positiveDuration(p func(*Config) *time.Duration) func(*Config, string) error {
-	parse := duration(p)
-	return func(c *Config, v string) error {
-		if err := parse(c, v); err != nil {
-			return err
+	return field(func(v string) (time.Duration, error) {
+		d, err := parseDuration(v)
+		if err == nil && d <= 0 {
+			err = fmt.Errorf("must be above zero, not %s", d)
 		}
-		if *p(c) <= 0 {
-			return fmt.Errorf("must be above zero, not %s", *p(c))
+		return d, err
+	}, p)
+}
+
+// durationBetween is a duration setting within [least, most] (no upper
+// bound when most is 0).
+func durationBetween(least, most time.Duration, p func(*Config) *time.Duration) func(*Config, string) error {
+	return field(func(v string) (time.Duration, error) {
+		d, err := parseDuration(v)
+		switch {
+		case err != nil:
+		case d < least:
+			err = fmt.Errorf("%s is under %s", d, least)
+		case most > 0 && d > most:
+			err = fmt.Errorf("%s is over %s", d, most)
 		}
-		return nil
-	}
+		return d, err
+	}, p)
+}
+
+// durationAtLeast is a duration setting with a lower bound.
+func durationAtLeast(least time.Duration, p func(*Config) *time.Duration) func(*Config, string) error {
+	return durationBetween(least, 0, p)
 }
 
 // oneOf is str for a setting that takes one of values.
 func oneOf(values []string, p func(*Config) *string) func(*Config, string) error {
-	return func(c *Config, v string) error {
+	return field(func(v string) (string, error) {
 		if !slices.Contains(values, v) {
-			return fmt.Errorf("%q is none of %s", v, strings.Join(values, ", "))
+			return "", fmt.Errorf("%q is none of %s", v, strings.Join(values, ", "))
 		}
-		*p(c) = v
-		return nil
-	}
-}
-
-// durationAtLeast is duration for a setting with a lower bound.
-func durationAtLeast(least time.Duration, p func(*Config) *time.Duration) func(*Config, string) error {
-	parse := duration(p)
-	return func(c *Config, v string) error {
-		if err := parse(c, v); err != nil {
-			return err
-		}
-		if *p(c) < least {
-			return fmt.Errorf("%s is under %s", *p(c), least)
-		}
-		return nil
-	}
-}
-
-// durationBetween is duration for a setting with bounds.
-func durationBetween(least, most time.Duration, p func(*Config) *time.Duration) func(*Config, string) error {
-	parse := durationAtLeast(least, p)
-	return func(c *Config, v string) error {
-		if err := parse(c, v); err != nil {
-			return err
-		}
-		if *p(c) > most {
-			return fmt.Errorf("%s is over %s", *p(c), most)
-		}
-		return nil
-	}
+		return v, nil
+	}, p)
 }
 
 func defaultDataDir() string {

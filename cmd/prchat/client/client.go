@@ -1,5 +1,5 @@
 // Package client speaks prchat's HTTP API for the command-line tools
-// (prchat ask, prchat review): requests and the contract's errors, a
+// (prchat ask, which Ask is, and prchat review): requests and the contract's errors, a
 // turn's long poll and event stream, and a settled turn printed for a
 // terminal.
 package client

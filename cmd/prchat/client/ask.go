@@ -1,9 +1,11 @@
-package main
+package client
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,7 +13,6 @@ import (
 	"strings"
 
 	"github.com/prchat/prchat/chat"
-	"github.com/prchat/prchat/cmd/prchat/client"
 	"github.com/prchat/prchat/cmd/prchat/internal/cliflag"
 )
 
@@ -47,8 +48,10 @@ Environment:
 Flags:
 `
 
-// runAsk is `prchat ask`.
-func runAsk(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+// Ask is `prchat ask`: args are its command line after "ask", getenv
+// reads PRCHAT_SERVER, PRCHAT_TOKEN and NO_COLOR. A mistake in args is a
+// UsageError, a turn that did not succeed a TurnFailed.
+func Ask(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var o askOptions
 	fs := flag.NewFlagSet("prchat ask", flag.ContinueOnError)
 	fs.StringVar(&o.server, "server", cmp.Or(getenv("PRCHAT_SERVER"), "http://127.0.0.1:8080"), "prchat server URL (PRCHAT_SERVER)")
@@ -68,18 +71,18 @@ func runAsk(ctx context.Context, args []string, getenv func(string) string, stdo
 	question := strings.TrimSpace(strings.Join(fs.Args(), " "))
 	switch {
 	case question == "":
-		return usageError{"a question is required"}
+		return UsageError{"a question is required"}
 	case o.conversation == "" && (o.repo == "" || o.pr < 1):
-		return usageError{"give --repo and --pr for a new conversation, or --conversation"}
+		return UsageError{"give --repo and --pr for a new conversation, or --conversation"}
 	}
-	server, err := client.ServerURL(o.server)
+	server, err := ServerURL(o.server)
 	if err != nil {
-		return usageError{err.Error()}
+		return UsageError{err.Error()}
 	}
 	// The spinner goes to stderr, the answer to stdout: each styled only
 	// where it goes to a terminal.
-	o.tty = client.Styled(stdout, getenv)
-	c := client.New(server, o.token)
+	o.tty = Styled(stdout, getenv)
+	c := New(server, o.token)
 
 	body := map[string]any{"question": question}
 	if o.provider != "" {
@@ -112,7 +115,7 @@ func runAsk(ctx context.Context, args []string, getenv func(string) string, stdo
 	}
 
 	var t chat.Turn
-	sp := client.NewProgress(stderr, client.IsTerminal(stderr))
+	sp := NewProgress(stderr, IsTerminal(stderr))
 	if o.noStream || o.json {
 		t, err = c.Poll(ctx, conv, turn)
 	} else {
@@ -125,17 +128,38 @@ func runAsk(ctx context.Context, args []string, getenv func(string) string, stdo
 		raw, _ := json.MarshalIndent(t, "", "  ")
 		fmt.Fprintf(stdout, "%s\n", raw)
 	} else {
-		client.PrintTurn(stdout, t, o.tty, sp)
+		PrintTurn(stdout, t, o.tty, sp)
 	}
 	if t.State != chat.StateSucceeded {
-		return turnFailed{t}
+		return TurnFailed{Turn: t}
 	}
 	return nil
 }
 
-// turnFailed is a turn that did not succeed (exit status 1).
-type turnFailed struct{ t chat.Turn }
+// TurnFailed is a turn that did not succeed.
+type TurnFailed struct{ Turn chat.Turn }
 
-func (e turnFailed) Error() string {
-	return fmt.Sprintf("the turn %s: %s", e.t.State, cmp.Or(string(e.t.Reason), e.t.Note))
+func (e TurnFailed) Error() string {
+	return fmt.Sprintf("the turn %s: %s", e.Turn.State, cmp.Or(string(e.Turn.Reason), e.Turn.Note))
+}
+
+// UsageError is a mistake in the command line.
+type UsageError struct{ Msg string }
+
+func (e UsageError) Error() string { return e.Msg }
+
+// parseFlags parses args with fs. Asked for help, it prints fs's usage to
+// help and returns flag.ErrHelp; a mistake is a UsageError.
+func parseFlags(fs *flag.FlagSet, args []string, help io.Writer) error {
+	var out bytes.Buffer
+	fs.SetOutput(&out)
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		_, _ = help.Write(out.Bytes())
+		return err
+	case err != nil:
+		return UsageError{err.Error()}
+	}
+	return nil
 }
