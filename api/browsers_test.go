@@ -233,7 +233,7 @@ func TestPublicURL(t *testing.T) {
 	if r := f.c.send(t, "GET", "/api/v1/repos", nil, "Host", "other.example.com"); r.status != 403 {
 		t.Errorf("a foreign Host while open, with a public URL = %d %s, want 403", r.status, r.body)
 	}
-	if _, err := api.New(api.Config{PublicURL: "ftp://x"}, f.svc); err == nil {
+	if _, err := api.New(api.Config{PublicURL: "ftp://x"}, apiDomain(f.svc)); err == nil {
 		t.Error("api.New took the public URL ftp://x")
 	}
 }

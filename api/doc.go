@@ -1,7 +1,10 @@
 // Package api is prchat's HTTP API: an echo server with the routes of the
 // contract (DESIGN §6), JSON errors with codes mapped from chat's domain
 // errors in one place, request ids, body limits, request metrics and logs.
-// It reaches the domain through Service, which *chat.Service implements.
+// It reaches the domain through Domain: one small interface per role of
+// chat that its routes use (repositories, turns, subscriptions, providers,
+// reports, webhooks, readiness), each declared here and implemented by
+// chat's role of that name.
 // NewProbe serves the probes alone (/healthz, /metrics) for a process
 // without the API.
 //
@@ -17,7 +20,7 @@
 // github_webhook.go, gitlab_webhook.go) need no API token: a delivery is
 // authenticated by the forge's signature (GitHub's HMAC-SHA256 of the raw
 // body) or secret token (GitLab's X-Gitlab-Token) before it is parsed, and
-// may be up to 25 MB. They hand /ask comments to Service.ReceiveComment.
+// may be up to 25 MB. They hand /ask comments to Webhooks.ReceiveComment.
 //
 // Lists are returned as objects ({"repositories": [...]}) so that fields can
 // be added later. A review version in a path may be a number or "latest".

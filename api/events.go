@@ -6,10 +6,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/labstack/echo/v4"
 	"github.com/prchat/prchat/chat"
@@ -247,14 +249,30 @@ func turnFrame(e chat.Event, traceID string) []byte {
 	return frame(strconv.FormatInt(e.Seq, 10), eventJSON(e, traceID))
 }
 
-// sharedTurnFrame renders an event shared by every subscriber of a turn:
-// once for all, unless it takes this request's trace id (an error event
-// that has none of its own).
-func sharedTurnFrame(e *chat.SharedEvent, traceID string) []byte {
+// frames renders each live event once for every subscriber of its turn
+// in the process: a Follower hands them all one *chat.Event per event,
+// and its frame is kept, keyed by that pointer, for as long as the event
+// lives.
+type frames struct {
+	m sync.Map // weak.Pointer[chat.Event] -> []byte
+}
+
+// turnFrame renders e, once for all who pass the same e, unless it takes
+// this request's trace id (an error event that has none of its own).
+func (f *frames) turnFrame(e *chat.Event, traceID string) []byte {
 	if e.Type == chat.EventError && e.TraceID == "" {
-		return turnFrame(e.Event, traceID)
+		return turnFrame(*e, traceID)
 	}
-	return e.Rendered(func(e chat.Event) []byte { return turnFrame(e, "") })
+	key := weak.Make(e)
+	if b, ok := f.m.Load(key); ok {
+		return b.([]byte)
+	}
+	b := turnFrame(*e, "")
+	if had, loaded := f.m.LoadOrStore(key, b); loaded {
+		return had.([]byte)
+	}
+	runtime.AddCleanup(e, func(k weak.Pointer[chat.Event]) { f.m.Delete(k) }, key)
+	return b
 }
 
 // turnEvents streams a turn's events: the stored ones, then the live ones,
@@ -271,7 +289,7 @@ func (s *Server) turnEvents(c echo.Context) error {
 		}
 	}
 	ctx, detach, cancel := s.streamContext(c)
-	sub, err := s.svc.Subscribe(ctx, c.Param("id"), n, after)
+	sub, err := s.domain.Subscriptions.Subscribe(ctx, c.Param("id"), n, after)
 	if err != nil {
 		cancel()
 		return err
@@ -286,7 +304,7 @@ func (s *Server) turnEvents(c echo.Context) error {
 	return s.pump(ctx, c, detach, cancel, func(ctx context.Context, wake <-chan time.Time, out *sse) bool {
 		evs, ok := sub.Next(ctx, wake)
 		for _, e := range evs {
-			if !out.write(sharedTurnFrame(e, traceID)) {
+			if !out.write(s.frames.turnFrame(e, traceID)) {
 				return false
 			}
 		}
@@ -298,7 +316,7 @@ func (s *Server) turnEvents(c echo.Context) error {
 // conversations, for dashboards.
 func (s *Server) repoEvents(c echo.Context) error {
 	ctx, detach, cancel := s.streamContext(c)
-	events, err := s.svc.SubscribeFeed(ctx, repoName(c), lastEventID(c))
+	events, err := s.domain.Subscriptions.SubscribeFeed(ctx, repoName(c), lastEventID(c))
 	if err != nil {
 		cancel()
 		return err
@@ -404,7 +422,7 @@ func (s *Server) transcript(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	evs, err := s.svc.Transcript(c.Request().Context(), c.Param("id"), n)
+	evs, err := s.domain.Subscriptions.Transcript(c.Request().Context(), c.Param("id"), n)
 	if err != nil {
 		return err
 	}

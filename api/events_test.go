@@ -107,7 +107,7 @@ func TestShutdownTellsStreamsToReconnect(t *testing.T) {
 	}
 
 	// Another API instance on the same service serves the rest.
-	other, err := api.New(api.Config{PingInterval: time.Minute}, f.svc)
+	other, err := api.New(api.Config{PingInterval: time.Minute}, apiDomain(f.svc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +374,7 @@ func TestShutdownEndsStreams(t *testing.T) {
 	v := f.review("scripted", nil)
 	f.scripted.Push(scripted.Step{Hang: true})
 	conv := f.ask(v, "Forever?")
-	srv, err := api.New(api.Config{}, f.svc)
+	srv, err := api.New(api.Config{}, apiDomain(f.svc))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,7 +74,7 @@ func (s *Server) healthz(c echo.Context) error {
 }
 
 func (s *Server) readyz(c echo.Context) error {
-	if err := s.svc.Ready(c.Request().Context()); err != nil {
+	if err := s.domain.Ready.Ready(c.Request().Context()); err != nil {
 		return &chat.Error{Code: chat.CodeUnavailable, Message: "not ready: " + chat.ErrorMessage(err), Err: err}
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
@@ -91,7 +91,7 @@ func (s *Server) registerRepository(c echo.Context) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	r, created, err := s.svc.RegisterRepository(c.Request().Context(), chat.Repository{Name: req.Name, ClonePath: req.ClonePath, CloneURL: req.CloneURL})
+	r, created, err := s.domain.Repositories.RegisterRepository(c.Request().Context(), chat.Repository{Name: req.Name, ClonePath: req.ClonePath, CloneURL: req.CloneURL})
 	if err != nil {
 		return err
 	}
@@ -102,7 +102,7 @@ func (s *Server) registerRepository(c echo.Context) error {
 }
 
 func (s *Server) listRepositories(c echo.Context) error {
-	rs, err := s.svc.Repositories(c.Request().Context())
+	rs, err := s.domain.Repositories.Repositories(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ func (s *Server) listRepositories(c echo.Context) error {
 }
 
 func (s *Server) getRepository(c echo.Context) error {
-	r, err := s.svc.Repository(c.Request().Context(), repoName(c))
+	r, err := s.domain.Repositories.Repository(c.Request().Context(), repoName(c))
 	if err != nil {
 		return err
 	}
@@ -146,7 +146,7 @@ func (s *Server) recordReview(c echo.Context) error {
 	if req.SessionCwd != "" && req.RunDir != "" && req.SessionCwd != req.RunDir {
 		return chat.Errorf(chat.CodeInvalid, "session_cwd and run_dir (its older name) differ; give one")
 	}
-	r, err := s.svc.RecordReview(c.Request().Context(), repo, chat.Review{
+	r, err := s.domain.Repositories.RecordReview(c.Request().Context(), repo, chat.Review{
 		PR: pr, HeadSHA: req.HeadSHA, BaseSHA: req.BaseSHA, Backend: req.Backend, Model: req.Model,
 		SessionID: req.SessionID, SessionHost: req.SessionHost, RunDir: cmp.Or(req.SessionCwd, req.RunDir),
 		Markdown: req.Markdown, Sections: req.Sections, History: req.SessionHistory,
@@ -162,7 +162,7 @@ func (s *Server) listReviews(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rs, err := s.svc.Reviews(c.Request().Context(), repo, pr)
+	rs, err := s.domain.Repositories.Reviews(c.Request().Context(), repo, pr)
 	if err != nil {
 		return err
 	}
@@ -178,7 +178,7 @@ func (s *Server) getReview(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := s.svc.Review(c.Request().Context(), repo, pr, v)
+	r, err := s.domain.Repositories.Review(c.Request().Context(), repo, pr, v)
 	if err != nil {
 		return err
 	}
@@ -198,7 +198,7 @@ func (s *Server) ask(c echo.Context) error {
 	if err := decode(c, &a); err != nil {
 		return err
 	}
-	conv, t, err := s.svc.Ask(c.Request().Context(), repo, pr, v, a)
+	conv, t, err := s.domain.Turns.Ask(c.Request().Context(), repo, pr, v, a)
 	if err != nil {
 		return err
 	}
@@ -210,7 +210,7 @@ func (s *Server) listConversations(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	cs, err := s.svc.Conversations(c.Request().Context(), repo, pr)
+	cs, err := s.domain.Turns.Conversations(c.Request().Context(), repo, pr)
 	if err != nil {
 		return err
 	}
@@ -218,7 +218,7 @@ func (s *Server) listConversations(c echo.Context) error {
 }
 
 func (s *Server) getConversation(c echo.Context) error {
-	conv, err := s.svc.Conversation(c.Request().Context(), c.Param("id"))
+	conv, err := s.domain.Turns.Conversation(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return err
 	}
@@ -229,7 +229,7 @@ func (s *Server) getConversation(c echo.Context) error {
 }
 
 func (s *Server) deleteConversation(c echo.Context) error {
-	if err := s.svc.DeleteConversation(c.Request().Context(), c.Param("id")); err != nil {
+	if err := s.domain.Turns.DeleteConversation(c.Request().Context(), c.Param("id")); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
@@ -240,7 +240,7 @@ func (s *Server) continueConversation(c echo.Context) error {
 	if err := decode(c, &a); err != nil {
 		return err
 	}
-	t, err := s.svc.Continue(c.Request().Context(), c.Param("id"), a)
+	t, err := s.domain.Turns.Continue(c.Request().Context(), c.Param("id"), a)
 	if err != nil {
 		return err
 	}
@@ -263,7 +263,7 @@ func (s *Server) getTurn(c echo.Context) error {
 		}
 		wait = min(wait, s.cfg.MaxWait)
 	}
-	t, err := s.svc.WaitTurn(c.Request().Context(), c.Param("id"), n, wait)
+	t, err := s.domain.Subscriptions.WaitTurn(c.Request().Context(), c.Param("id"), n, wait)
 	if err != nil {
 		return err
 	}
@@ -275,7 +275,7 @@ func (s *Server) cancelTurn(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	t, err := s.svc.Cancel(c.Request().Context(), c.Param("id"), n)
+	t, err := s.domain.Turns.Cancel(c.Request().Context(), c.Param("id"), n)
 	if err != nil {
 		return err
 	}

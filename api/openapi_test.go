@@ -45,11 +45,11 @@ func TestDocumentHasEveryRoute(t *testing.T) {
 			documented = append(documented, method+" "+path)
 		}
 	}
-	dash, err := dashboard.New(dashboard.Config{AdminQueues: http.NotFoundHandler()}, (*chat.Service)(nil))
+	dash, err := dashboard.New(dashboard.Config{AdminQueues: http.NotFoundHandler()}, dashboard.Reads{Repositories: (*chat.Admin)(nil), Conversations: (*chat.Turns)(nil), Reports: (*chat.Reports)(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newServer(Config{Dashboard: dash}, nil)
+	s := newServer(Config{Dashboard: dash}, Domain{})
 	s.probeRoutes()
 	s.routes()
 	var registered []string

@@ -8,7 +8,7 @@ import (
 )
 
 func (s *Server) listProviders(c echo.Context) error {
-	p, err := s.svc.Providers(c.Request().Context())
+	p, err := s.domain.Providers.Settings(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -21,7 +21,7 @@ type activeProvider struct {
 }
 
 func (s *Server) getActiveProvider(c echo.Context) error {
-	p, err := s.svc.Providers(c.Request().Context())
+	p, err := s.domain.Providers.Settings(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -36,7 +36,7 @@ func (s *Server) setActiveProvider(c echo.Context) error {
 	if req.Provider == "" {
 		return chat.Errorf(chat.CodeInvalid, "provider is required")
 	}
-	p, err := s.svc.SetActiveProvider(c.Request().Context(), req.Provider, req.Model)
+	p, err := s.domain.Providers.SetActive(c.Request().Context(), req.Provider, req.Model)
 	if err != nil {
 		return err
 	}
@@ -52,14 +52,14 @@ func (s *Server) setProviderKey(c echo.Context) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	if err := s.svc.SetProviderKey(c.Request().Context(), c.Param("id"), req.Key); err != nil {
+	if err := s.domain.Providers.SetKey(c.Request().Context(), c.Param("id"), req.Key); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
 }
 
 func (s *Server) deleteProviderKey(c echo.Context) error {
-	if err := s.svc.DeleteProviderKey(c.Request().Context(), c.Param("id")); err != nil {
+	if err := s.domain.Providers.DeleteKey(c.Request().Context(), c.Param("id")); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)

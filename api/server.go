@@ -79,11 +79,12 @@ func (s *Server) now() time.Time { return s.cfg.Now() }
 // Server is prchat's HTTP API.
 type Server struct {
 	cfg     Config
-	svc     Service
+	domain  Domain
 	limits  *requestLimits
 	log     *slog.Logger
 	echo    *echo.Echo
 	metrics *metrics
+	frames  frames // the SSE frames of live events
 
 	webhookMetrics         *webhookMetrics
 	githubSelf, gitlabSelf *selfLogin
@@ -100,15 +101,16 @@ type Server struct {
 	streams  atomic.Int64 // open event streams
 }
 
-// New returns a Server answering every route of the contract for svc.
-func New(cfg Config, svc Service) (*Server, error) {
-	if svc == nil {
-		return nil, errors.New("api: a service is required")
+// New returns a Server answering every route of the contract for the
+// domain's roles d.
+func New(cfg Config, d Domain) (*Server, error) {
+	if err := d.validate(); err != nil {
+		return nil, err
 	}
 	if _, _, err := parsePublicURL(cfg.PublicURL); err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
-	s := newServer(cfg, svc)
+	s := newServer(cfg, d)
 	s.probeRoutes()
 	s.routes()
 	return s, nil
@@ -118,14 +120,14 @@ func New(cfg Config, svc Service) (*Server, error) {
 // the API (prchat worker): /healthz and /metrics, with request ids, metrics
 // and the contract's errors like the API's own.
 func NewProbe(cfg Config) *Server {
-	s := newServer(cfg, nil)
+	s := newServer(cfg, Domain{})
 	s.probeRoutes()
 	return s
 }
 
-func newServer(cfg Config, svc Service) *Server {
+func newServer(cfg Config, d Domain) *Server {
 	cfg = cfg.withDefaults()
-	s := &Server{cfg: cfg, svc: svc, log: cfg.Logger, echo: echo.New(), limits: newRequestLimits(cfg.RequestRate)}
+	s := &Server{cfg: cfg, domain: d, log: cfg.Logger, echo: echo.New(), limits: newRequestLimits(cfg.RequestRate)}
 	s.stopping, s.stop = context.WithCancel(context.Background())
 	s.metrics = newMetrics(cfg.Registry)
 	s.webhookMetrics = newWebhookMetrics(cfg.Registry)

@@ -32,7 +32,7 @@ func (s *Server) putReviewSession(c echo.Context) error {
 		return err
 	}
 	// A review the token may not see is not found, whatever is sent.
-	if _, err := s.svc.Review(c.Request().Context(), repo, pr, v); err != nil {
+	if _, err := s.domain.Repositories.Review(c.Request().Context(), repo, pr, v); err != nil {
 		return err
 	}
 	if mt, _, err := mime.ParseMediaType(c.Request().Header.Get(echo.HeaderContentType)); err != nil || mt != sessionMediaType {
@@ -46,7 +46,7 @@ func (s *Server) putReviewSession(c echo.Context) error {
 		}
 		return chat.Errorf(chat.CodeInvalid, "read the session file: %v", err)
 	}
-	if err := s.svc.PutReviewSession(c.Request().Context(), repo, pr, v, data); err != nil {
+	if err := s.domain.Repositories.PutReviewSession(c.Request().Context(), repo, pr, v, data); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)

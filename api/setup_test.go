@@ -31,6 +31,7 @@ import (
 	"github.com/prchat/prchat/api"
 	"github.com/prchat/prchat/api/apitest"
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/chat/chattest"
 	"github.com/prchat/prchat/chat/mask"
 	"github.com/prchat/prchat/store"
 	"github.com/prchat/prchat/store/storetest"
@@ -44,14 +45,14 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // must never reach a client.
 const ownSecret = "prchat-own-0penai-key-Vq7Lr2Xz9"
 
-// fixture is an API server on a real chat.Service: a store from storetest
+// fixture is an API server on chat's real roles: a store from storetest
 // (Postgres when the environment names one, else SQLite), a Redis from
 // workertest holding the queue and the live events, real run directories
 // and a scripted agent. No worker consumes the queue: a test runs a turn
 // with run, as a worker would.
 type fixture struct {
 	t        *testing.T
-	svc      *chat.Service
+	svc      *chattest.Domain
 	store    *store.Store
 	rdb      redis.UniversalClient
 	scripted *scripted.Backend
@@ -69,7 +70,7 @@ type fixture struct {
 // options change a fixture.
 type options struct {
 	api  api.Config
-	chat chat.Config
+	chat chattest.Config
 	// envKeys are the providers' keys from the environment, by provider.
 	envKeys map[string]string
 	// access checks API tokens (fixture.access), kept in the store.
@@ -84,7 +85,7 @@ const repoName = "acme/widget"
 // repository with two commits.
 func setup(t *testing.T, change ...func(*options)) *fixture {
 	t.Helper()
-	o := options{api: api.Config{PingInterval: time.Minute}, chat: chat.Config{WorkerID: "api-test", MaxRepairs: 2, AnyPath: true}}
+	o := options{api: api.Config{PingInterval: time.Minute}, chat: chattest.Config{WorkerID: "api-test", MaxRepairs: 2, AnyPath: true}}
 	for _, f := range change {
 		f(&o)
 	}
@@ -111,7 +112,7 @@ func setup(t *testing.T, change ...func(*options)) *fixture {
 	}
 	o.chat.Providers = testProviders(o.envKeys)
 	o.chat.DefaultProvider = "openai"
-	if f.svc, err = chat.NewService(o.chat, chat.Deps{
+	if f.svc, err = chattest.New(o.chat, chattest.Deps{
 		Store: f.store, Queue: queue, Hosts: worker.NewHosts(rdb, worker.HostsConfig{}), Workspaces: ws, Clones: ws, Limiter: worker.NewRateLimiter(rdb),
 		Backends: []chat.Backend{f.scripted, local.New(local.Config{})},
 		Masker:   mask.New(ownSecret), Settings: f.store, Sealer: sealer, Histories: f.store,
@@ -135,7 +136,7 @@ func setup(t *testing.T, change ...func(*options)) *fixture {
 		}
 		o.api.Access = f.access
 	}
-	srv, err := api.New(o.api, f.svc)
+	srv, err := api.New(o.api, apiDomain(f.svc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,6 +154,16 @@ func setup(t *testing.T, change ...func(*options)) *fixture {
 	)
 	f.do("POST", "/api/v1/repos", map[string]any{"name": repoName, "clone_path": f.repo.Dir}, http.StatusCreated, nil)
 	return f
+}
+
+// apiDomain is the API's view of the roles of d.
+func apiDomain(d *chattest.Domain) api.Domain {
+	ad := api.Domain{Ready: d.Readiness, Repositories: d.Admin, Turns: d.Turns, Subscriptions: d.Subscriptions,
+		Providers: d.Providers, Reports: d.Reports}
+	if d.Webhooks != nil {
+		ad.Webhooks = d.Webhooks
+	}
+	return ad
 }
 
 // serve serves srv on a loopback port until the test ends and returns its
@@ -261,7 +272,7 @@ func (f *fixture) run(conv string, n int) <-chan struct{} {
 	go func() {
 		defer f.runs.Done()
 		defer close(done)
-		if err := f.svc.Run(f.runCtx, t.ID, "api-test/1"); err != nil && f.runCtx.Err() == nil {
+		if err := f.svc.Runner.Run(f.runCtx, t.ID, "api-test/1"); err != nil && f.runCtx.Err() == nil {
 			f.t.Errorf("run turn %d: %v", n, err)
 		}
 	}()

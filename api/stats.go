@@ -42,7 +42,7 @@ func (s *Server) stats(c echo.Context) error {
 			return chat.Errorf(chat.CodeRepositoryNotFound, "no repository %q", repo)
 		}
 	}
-	st, err := s.svc.Stats(c.Request().Context(), window, repo)
+	st, err := s.domain.Reports.Stats(c.Request().Context(), window, repo)
 	if err != nil {
 		return err
 	}
@@ -51,7 +51,7 @@ func (s *Server) stats(c echo.Context) error {
 
 // listPulls answers GET /api/v1/repos/{owner}/{repo}/pulls.
 func (s *Server) listPulls(c echo.Context) error {
-	prs, err := s.svc.PullRequests(c.Request().Context(), repoName(c))
+	prs, err := s.domain.Reports.PullRequests(c.Request().Context(), repoName(c))
 	if err != nil {
 		return err
 	}
@@ -83,7 +83,7 @@ func (s *Server) fileLines(c echo.Context) error {
 	if end != 0 && end < start {
 		return chat.Errorf(chat.CodeInvalid, "end %d is before start %d", end, start)
 	}
-	fl, err := s.svc.FileLines(c.Request().Context(), repo, pr, v, path, start, end)
+	fl, err := s.domain.Reports.FileLines(c.Request().Context(), repo, pr, v, path, start, end)
 	if err != nil {
 		return err
 	}

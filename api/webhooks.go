@@ -113,7 +113,10 @@ func (l *selfLogin) login(ctx context.Context, log *slog.Logger) string {
 // receive hands a comment question to the service and answers the
 // webhook: 202 for a question taken, 200 for a duplicate.
 func (s *Server) receive(c echo.Context, forge, event string, q chat.Comment, autoRegister bool) error {
-	r, err := s.svc.ReceiveComment(c.Request().Context(), q, autoRegister)
+	if s.domain.Webhooks == nil {
+		return chat.Errorf(chat.CodeUnavailable, "this process keeps no webhook questions")
+	}
+	r, err := s.domain.Webhooks.ReceiveComment(c.Request().Context(), q, autoRegister)
 	if err != nil {
 		s.webhookMetrics.deliveries.WithLabelValues(forge, event, "error").Inc()
 		return err

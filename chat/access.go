@@ -288,7 +288,7 @@ func (a *Access) Required(ctx context.Context) (bool, error) {
 type tokenKey struct{}
 
 // WithToken returns ctx carrying the token a request came with; the
-// Service then shows it only the repositories the token may see.
+// roles then show it only the repositories the token may see.
 func WithToken(ctx context.Context, t Token) context.Context {
 	return context.WithValue(ctx, tokenKey{}, t)
 }

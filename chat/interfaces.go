@@ -6,87 +6,6 @@ import (
 	"time"
 )
 
-// Store persists repositories, reviews, conversations, turns and their
-// events. Implemented by package store on Postgres and SQLite.
-//
-// Lookups of missing rows return an *Error with CodeRepositoryNotFound,
-// CodeNoReview or CodeNotFound. Methods that take a fence return ErrFenced
-// when the turn's current fencing token is another.
-type Store interface {
-	// UpsertRepository registers r by name, or updates the clone path and URL
-	// of the repository with that name. It fills r's ID and CreatedAt and
-	// reports whether the repository is new.
-	UpsertRepository(ctx context.Context, r *Repository) (created bool, err error)
-	Repository(ctx context.Context, name string) (Repository, error)
-	Repositories(ctx context.Context) ([]Repository, error)
-
-	// CreateReview stores r as the next version (1, 2, ...) of its PR and fills
-	// r's ID, Version and CreatedAt.
-	CreateReview(ctx context.Context, r *Review) error
-	// Review returns a version of a PR's review; version 0 is the latest.
-	Review(ctx context.Context, repo string, pr, version int) (Review, error)
-	ReviewByID(ctx context.Context, id int64) (Review, error)
-	// Reviews lists a PR's review versions, oldest first.
-	Reviews(ctx context.Context, repo string, pr int) ([]Review, error)
-
-	// CreateConversation inserts c and its first turn t (state queued) in one
-	// transaction. It fills the ids, numbers and times of both.
-	CreateConversation(ctx context.Context, c *Conversation, t *Turn) error
-	// AddTurn inserts t as the conversation's next turn (state queued). A
-	// conversation with a queued or running turn refuses it with CodeBusy.
-	AddTurn(ctx context.Context, t *Turn) error
-	// Conversation returns a conversation with all its turns.
-	Conversation(ctx context.Context, id string) (Conversation, error)
-	// ConversationHead returns a conversation without its turns.
-	ConversationHead(ctx context.Context, id string) (Conversation, error)
-	// Conversations lists a PR's conversations, newest first, without turns.
-	Conversations(ctx context.Context, repo string, pr int) ([]Conversation, error)
-	// DeleteConversation deletes a conversation with its turns and events.
-	DeleteConversation(ctx context.Context, id string) error
-
-	Turn(ctx context.Context, conversationID string, number int) (Turn, error)
-	TurnByID(ctx context.Context, id string) (Turn, error)
-	// PendingTurns lists turns in state queued or running, oldest first.
-	PendingTurns(ctx context.Context) ([]Turn, error)
-	// SetTurnQueue records the host queue a turn's job went to ("" = shared).
-	SetTurnQueue(ctx context.Context, id, queue string) error
-
-	// ClaimTurn marks a queued or running turn running for runner with a
-	// fresh fencing token (the old one plus one) and returns it. A queued
-	// turn is claimed at once; for a running one, allow is asked with the
-	// turn as stored and may refuse (false) a takeover of a turn another
-	// live run holds; then ClaimTurn returns ErrFenced. A turn in a final
-	// state returns ErrSettled.
-	ClaimTurn(ctx context.Context, id, runner string, allow func(Turn) bool) (Turn, error)
-	// ClaimTurnWithConversation is ClaimTurn that also returns the head of
-	// the turn's conversation (as ConversationHead), read with the claim:
-	// a run needs both.
-	ClaimTurnWithConversation(ctx context.Context, id, runner string, allow func(Turn) bool) (Turn, Conversation, error)
-	// ReleaseTurn puts a running turn that the run holding fence cannot
-	// finish (its worker stops) back to queued, with no runner, and returns
-	// it: the next run claims it at once and its claim's fresh fence fences
-	// that run off. A turn that run no longer holds returns ErrFenced.
-	ReleaseTurn(ctx context.Context, id string, fence int64) (Turn, error)
-	// AppendEvents stores events of a turn whose fence is current.
-	AppendEvents(ctx context.Context, turnID string, fence int64, events []Event) error
-	// FinishTurn stores the outcome of the run holding fence and settles the
-	// turn, in one transaction with the conversation's session update.
-	FinishTurn(ctx context.Context, turnID string, fence int64, o Outcome) error
-	// SettleTurn settles a pending turn whoever holds it (cancel, reconciler)
-	// and takes a fresh fence so that no run can store into it any more. It
-	// numbers events (the final ones, their Seq unset) after the turn's last
-	// stored event and stores them in the same transaction, so that a
-	// settled turn is never read without its final event. It returns the
-	// settled turn with that fence and its LastSeq the Seq of the last of
-	// events, or ErrSettled.
-	SettleTurn(ctx context.Context, turnID string, state State, reason Reason, note string, events []Event) (Turn, error)
-	// Events returns the stored events of a turn with Seq > after, in order.
-	Events(ctx context.Context, turnID string, after int64) ([]Event, error)
-
-	// Ping checks that the database answers.
-	Ping(ctx context.Context) error
-}
-
 // Outcome is what a run stores when it settles a turn.
 type Outcome struct {
 	State  State
@@ -116,12 +35,6 @@ type SessionInfo struct {
 	Model        string
 	Session      SessionMode
 	SeededReason string
-}
-
-// HistoryStore keeps the message histories of sessions that live in the
-// database (the openai backend's). Implemented by package store.
-type HistoryStore interface {
-	SaveHistory(ctx context.Context, backend, sessionID string, history json.RawMessage) error
 }
 
 // Observer is told about every settled run of a turn, for metrics.
@@ -160,8 +73,6 @@ type Queue interface {
 	// RemoveRunDir has the worker host ("" = any worker) remove a run
 	// directory on its disk (a deleted conversation's).
 	RemoveRunDir(ctx context.Context, host, dir string) error
-	// Ping checks that the queue's broker answers.
-	Ping(ctx context.Context) error
 }
 
 // Hosts tells which workers are alive. Implemented by package worker from
@@ -189,11 +100,12 @@ type Publisher interface {
 // Follower follows what a Publisher delivers. Implemented by package worker.
 type Follower interface {
 	// Follow returns the live events of a turn with Seq > after, as they
-	// are published: each one value shared by every follower of the turn
-	// in the process, which no one changes. The channel closes when ctx
+	// are published: each one value (one pointer) shared by every follower
+	// of the turn in the process, which no one changes, so that what is
+	// made of an event (the API's SSE frame) is made once for all. The channel closes when ctx
 	// ends, or early when the subscriber falls too far behind (then catch
 	// up from the store and follow again).
-	Follow(ctx context.Context, turnID string, after int64) (<-chan *SharedEvent, error)
+	Follow(ctx context.Context, turnID string, after int64) (<-chan *Event, error)
 	// FollowFeed returns a repository's feed events published after the
 	// feed position after ("" = from now): those still in the feed first,
 	// whoever else follows it, then the live ones. Closing is as for

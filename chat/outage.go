@@ -20,7 +20,7 @@ func Unavailable(err error) bool { return ErrorCode(err) == CodeUnavailable }
 // whileUnavailable calls f until it returns anything but an unavailable
 // error, ctx ends or the deadline passes, waiting longer after each failure
 // (outageBackoff). It returns f's last error.
-func (s *Service) whileUnavailable(ctx context.Context, deadline time.Time, what string, f func() error) error {
+func (s *Runner) whileUnavailable(ctx context.Context, deadline time.Time, what string, f func() error) error {
 	for n := 1; ; n++ {
 		err := f()
 		if !Unavailable(err) || ctx.Err() != nil || time.Now().Add(outageBackoff.Delay(n)).After(deadline) {

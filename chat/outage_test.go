@@ -39,7 +39,7 @@ func TestRunWaitsOutAnOutageBeforeItsClaim(t *testing.T) {
 	f.scripted.Push(scripted.Step{Answer: answer("after the outage")})
 	proxy.Cut()
 	done := make(chan error, 1)
-	go func() { done <- f.services[0].Run(context.Background(), f.turn, "w1/a") }()
+	go func() { done <- f.services[0].Runner.Run(context.Background(), f.turn, "w1/a") }()
 	time.Sleep(800 * time.Millisecond)
 	select {
 	case err := <-done:
@@ -67,7 +67,7 @@ func TestRunWaitsOutAnOutageBeforeItsFinish(t *testing.T) {
 		Events: []chat.Event{{Type: chat.EventToolStart, ToolID: "1", ToolName: "read_file"}}})
 	ctx := context.Background()
 	done := make(chan error, 1)
-	go func() { done <- f.services[0].Run(ctx, f.turn, "w1/a") }()
+	go func() { done <- f.services[0].Runner.Run(ctx, f.turn, "w1/a") }()
 	waitFor(t, "the agent call", func() bool { return len(f.scripted.Requests()) == 1 })
 	time.Sleep(50 * time.Millisecond) // its first events are stored
 	proxy.Cut()
@@ -110,7 +110,7 @@ func TestInternalFailureShowsATraceIDOnly(t *testing.T) {
 	// tell what of it a client may see.
 	cause := errors.New("exec /opt/agent --config /etc/prchat: dial tcp db.internal:5432: user prchat: connection refused")
 	f.scripted.Push(scripted.Step{Err: cause})
-	if err := f.services[0].Run(ctx, f.turn, "w1/a"); err != nil {
+	if err := f.services[0].Runner.Run(ctx, f.turn, "w1/a"); err != nil {
 		t.Fatal(err)
 	}
 	turn, err := f.store.Turn(ctx, f.conv, 1)

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// TurnPolicy is the policy of a turn's life that the Service, the worker,
+// TurnPolicy is the policy of a turn's life that Turns, the Runner, the worker,
 // the queue and the reconciler share: how long a run may take, how often a
 // turn is run and its job retried, and whether one worker runs every turn. Each part reads it from here
 // so that no two can disagree.

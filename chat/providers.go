@@ -120,7 +120,35 @@ func (s *Sealer) Open(provider string, sealed []byte) (string, error) {
 	return string(plain), nil
 }
 
-func (s *Service) provider(id string) (ProviderConfig, bool) {
+// ProvidersConfig holds the settings of Providers.
+type ProvidersConfig struct {
+	// Providers are the providers questions may name and the provider
+	// settings list; Default is the active one until one is set.
+	Providers []ProviderConfig
+	Default   string
+	// Backends are the names of backends a question may name besides the
+	// contract's (BackendNames of the deployment's backends).
+	Backends []string
+}
+
+// Providers keeps the provider settings: which providers a question may
+// name, which one the openai backend uses, and their stored keys.
+type Providers struct {
+	cfg      ProvidersConfig
+	settings SettingsStore
+	sealer   *Sealer
+	masker   *Masker
+}
+
+// NewProviders returns the Providers of cfg. settings and sealer keep the
+// active provider and the encrypted keys (optional: without them the
+// settings answer unavailable, and turns use the environment's keys);
+// masker, if set, masks a key stored here from then on.
+func NewProviders(cfg ProvidersConfig, settings SettingsStore, sealer *Sealer, masker *Masker) *Providers {
+	return &Providers{cfg: cfg, settings: settings, sealer: sealer, masker: orMasker(masker)}
+}
+
+func (s *Providers) provider(id string) (ProviderConfig, bool) {
 	for _, p := range s.cfg.Providers {
 		if p.ID == id {
 			return p, true
@@ -129,16 +157,16 @@ func (s *Service) provider(id string) (ProviderConfig, bool) {
 	return ProviderConfig{}, false
 }
 
-func (s *Service) checkSettings() error {
+func (s *Providers) checkSettings() error {
 	if s.settings == nil || s.sealer == nil {
 		return Errorf(CodeUnavailable, "provider settings are not available on this server")
 	}
 	return nil
 }
 
-// Providers returns the providers, whether each has a key, and the active
+// Settings returns the providers, whether each has a key, and the active
 // provider and model.
-func (s *Service) Providers(ctx context.Context) (ProviderSettings, error) {
+func (s *Providers) Settings(ctx context.Context) (ProviderSettings, error) {
 	if err := s.checkSettings(); err != nil {
 		return ProviderSettings{}, err
 	}
@@ -167,19 +195,19 @@ func (s *Service) Providers(ctx context.Context) (ProviderSettings, error) {
 
 // active returns the active provider and model: the stored setting, else
 // the configured default.
-func (s *Service) active(ctx context.Context) (string, string, error) {
+func (s *Providers) active(ctx context.Context) (string, string, error) {
 	provider, model, err := s.settings.ActiveProvider(ctx)
 	if err != nil {
 		return "", "", err
 	}
-	provider = cmp.Or(provider, s.cfg.DefaultProvider)
+	provider = cmp.Or(provider, s.cfg.Default)
 	p, _ := s.provider(provider)
 	return provider, cmp.Or(model, p.DefaultModel), nil
 }
 
-// SetActiveProvider makes provider (and model, if given) the one the
-// openai backend uses.
-func (s *Service) SetActiveProvider(ctx context.Context, provider, model string) (ProviderSettings, error) {
+// SetActive makes provider (and model, if given) the one the openai
+// backend uses.
+func (s *Providers) SetActive(ctx context.Context, provider, model string) (ProviderSettings, error) {
 	if err := s.checkSettings(); err != nil {
 		return ProviderSettings{}, err
 	}
@@ -196,11 +224,11 @@ func (s *Service) SetActiveProvider(ctx context.Context, provider, model string)
 	if err := s.settings.SetActiveProvider(ctx, provider, model); err != nil {
 		return ProviderSettings{}, err
 	}
-	return s.Providers(ctx)
+	return s.Settings(ctx)
 }
 
-// SetProviderKey stores a provider's key, encrypted. It is never returned.
-func (s *Service) SetProviderKey(ctx context.Context, provider, key string) error {
+// SetKey stores a provider's key, encrypted. It is never returned.
+func (s *Providers) SetKey(ctx context.Context, provider, key string) error {
 	if err := s.checkSettings(); err != nil {
 		return err
 	}
@@ -217,12 +245,12 @@ func (s *Service) SetProviderKey(ctx context.Context, provider, key string) erro
 	if err := s.settings.SetProviderKey(ctx, provider, s.sealer.Seal(provider, key)); err != nil {
 		return err
 	}
-	s.refreshKeys(ctx, true)
+	s.masker.refresh(ctx, true)
 	return nil
 }
 
-// DeleteProviderKey removes a provider's stored key.
-func (s *Service) DeleteProviderKey(ctx context.Context, provider string) error {
+// DeleteKey removes a provider's stored key.
+func (s *Providers) DeleteKey(ctx context.Context, provider string) error {
 	if err := s.checkSettings(); err != nil {
 		return err
 	}
@@ -242,7 +270,7 @@ func (s *Service) DeleteProviderKey(ctx context.Context, provider string) error 
 // endpoint resolves the endpoint of an openai-backend turn: the question's
 // provider if it named an endpoint, else the active one; its key from the
 // environment, else the stored one.
-func (s *Service) endpoint(ctx context.Context, turnProvider string) (*Endpoint, string, error) {
+func (s *Providers) endpoint(ctx context.Context, turnProvider string) (*Endpoint, string, error) {
 	id, model := turnProvider, ""
 	if p, ok := s.provider(id); !ok || p.Backend != BackendOpenAI {
 		if s.settings == nil {
@@ -272,9 +300,10 @@ func (s *Service) endpoint(ctx context.Context, turnProvider string) (*Endpoint,
 	return e, cmp.Or(model, p.DefaultModel), nil
 }
 
-// providerNames lists the provider ids a question may name.
-func (s *Service) providerNames() []string {
-	names := s.Backends()
+// names lists the provider ids a question may name: the backends' and the
+// configured providers'.
+func (s *Providers) names() []string {
+	names := allBackends(s.cfg.Backends)
 	for _, p := range s.cfg.Providers {
 		if !slices.Contains(names, p.ID) {
 			names = append(names, p.ID)
@@ -282,4 +311,23 @@ func (s *Service) providerNames() []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// backendOf returns the backend that runs a provider ("" for none).
+func (s *Providers) backendOf(provider string) string {
+	if provider == "" {
+		return ""
+	}
+	if p, ok := s.provider(provider); ok {
+		return p.Backend
+	}
+	return provider // a backend's name
+}
+
+// check checks the provider a question names ("" names none).
+func (s *Providers) check(provider string) error {
+	if provider != "" && !slices.Contains(s.names(), provider) {
+		return Errorf(CodeUnsupportedBackend, "provider %q is not supported; use one of %v", provider, s.names())
+	}
+	return nil
 }

@@ -17,7 +17,7 @@ import (
 // stores them under the run's fence in batches, and publishes what it
 // stored. Once the store says the run is fenced off it drops everything.
 type recorder struct {
-	s      *Service
+	s      *Runner
 	turnID string
 	fence  int64
 
@@ -33,7 +33,7 @@ type recorder struct {
 
 // newRecorder returns the recorder of the run of turnID holding fence,
 // whose events follow the stored one numbered lastSeq.
-func newRecorder(s *Service, turnID string, fence, lastSeq int64) *recorder {
+func newRecorder(s *Runner, turnID string, fence, lastSeq int64) *recorder {
 	return &recorder{s: s, turnID: turnID, fence: fence, seq: lastSeq}
 }
 
@@ -196,7 +196,7 @@ func (r *recorder) flushLocked(ctx context.Context) {
 	}
 	feed := r.feed
 	r.feed = nil
-	r.s.publish(ctx, r.turnID, evs, feed...)
+	r.s.notify.publish(ctx, r.turnID, evs, feed...)
 }
 
 // takeFeed returns the feed events not yet published.

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -18,6 +19,165 @@ const (
 	noteNoSession    = "The agent kept no session for this answer, so the next question starts without this conversation's context."
 )
 
+// RunStore keeps what a run of a turn reads and writes. Implemented by
+// package store.
+//
+// Methods that take a fence return ErrFenced when the turn's current
+// fencing token is another.
+type RunStore interface {
+	// ClaimTurnWithConversation marks a queued or running turn running for
+	// runner with a fresh fencing token (the old one plus one) and returns
+	// it with the head of its conversation (without turns), read with the
+	// claim. A queued turn is claimed at once; for a running one, allow is
+	// asked with the turn as stored and may refuse (false) a takeover of a
+	// turn another live run holds; then it returns ErrFenced. A turn in a
+	// final state returns ErrSettled; a deleted one an *Error with
+	// CodeNotFound.
+	ClaimTurnWithConversation(ctx context.Context, id, runner string, allow func(Turn) bool) (Turn, Conversation, error)
+	// ReleaseTurn puts a running turn that the run holding fence cannot
+	// finish (its worker stops) back to queued, with no runner, and returns
+	// it: the next run claims it at once and its claim's fresh fence fences
+	// that run off. A turn that run no longer holds returns ErrFenced.
+	ReleaseTurn(ctx context.Context, id string, fence int64) (Turn, error)
+	// AppendEvents stores events of a turn whose fence is current.
+	AppendEvents(ctx context.Context, turnID string, fence int64, events []Event) error
+	// FinishTurn stores the outcome of the run holding fence and settles the
+	// turn, in one transaction with the conversation's session update.
+	FinishTurn(ctx context.Context, turnID string, fence int64, o Outcome) error
+	TurnByID(ctx context.Context, id string) (Turn, error)
+	// Conversation returns a conversation with all its turns.
+	Conversation(ctx context.Context, id string) (Conversation, error)
+}
+
+// RunnerConfig holds the settings of a Runner.
+type RunnerConfig struct {
+	// WorkerID is this process's worker id (its host), recorded as the host
+	// of the sessions its runs create. Required.
+	WorkerID string
+	// Policy is the policy of a turn's life (time limits, attempts, a sole
+	// worker), shared with Turns, the worker and the reconciler.
+	Policy TurnPolicy
+	// MaxRepairs is how often an invalid answer is sent back to the agent.
+	// Zero means never; cmd sets the default of 2.
+	MaxRepairs int
+	// MaxCalls caps the agent's model calls per turn. Default 40.
+	MaxCalls int
+	// MaxTokens caps the input (cached input included) plus output tokens per
+	// turn. Default 10,000,000: a forked session re-reads its context on
+	// every model call.
+	MaxTokens int64
+	// DefaultBackend runs conversations of reviews that name no backend.
+	// Default local.
+	DefaultBackend string
+	// MaxSessionBytes is the largest agent session file a worker stores
+	// after a turn. Default DefaultMaxSessionBytes (64 MiB).
+	MaxSessionBytes int64
+	// ReposRoots and AnyPath are Admin's: a review's run directory outside
+	// them was recorded as a label only, never a place to run in.
+	ReposRoots []string
+	AnyPath    bool
+}
+
+func (c RunnerConfig) withDefaults() RunnerConfig {
+	c.Policy = c.Policy.withDefaults()
+	c.MaxCalls = cmp.Or(c.MaxCalls, 40)
+	c.MaxTokens = cmp.Or(c.MaxTokens, 10_000_000)
+	c.DefaultBackend = cmp.Or(c.DefaultBackend, BackendLocal)
+	c.MaxSessionBytes = cmp.Or(c.MaxSessionBytes, DefaultMaxSessionBytes)
+	return c
+}
+
+func (c RunnerConfig) validate() error {
+	if err := c.Policy.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case c.MaxCalls < 0, c.MaxTokens < 0:
+		return errors.New("limits must not be negative")
+	case c.MaxRepairs < 0 || c.MaxRepairs > 10:
+		return fmt.Errorf("max repairs %d is outside 0..10", c.MaxRepairs)
+	}
+	return nil
+}
+
+// RunnerDeps are the parts a Runner works with. Store, Hosts, Catalog and
+// Providers are required; without Workspaces every turn fails with
+// backend_unavailable (this process runs no agents).
+type RunnerDeps struct {
+	Store      RunStore
+	Hosts      Hosts
+	Catalog    *Catalog
+	Providers  *Providers
+	Workspaces Workspaces
+	Backends   []Backend
+	// SessionFiles keeps the agent CLIs' session files of reviews and
+	// conversations, sealed with Sealer (without them, no session file is
+	// restored or stored and sessions stay on their hosts).
+	SessionFiles SessionFileStore
+	Sealer       *Sealer
+	// Masker hides secrets; default one with the built-in rules only.
+	Masker *Masker
+	// Publisher, if set, delivers the run's events live.
+	Publisher Publisher
+	// Observer, if set, is told about every finished run (metrics).
+	Observer Observer
+	Logger   *slog.Logger
+	// Now tells the time (time.Now by default).
+	Now Clock
+}
+
+// Runner runs turns on a worker: it claims a turn, starts its agent,
+// checks, repairs and masks the answer, and stores it.
+type Runner struct {
+	cfg        RunnerConfig
+	roots      repoRoots
+	store      RunStore
+	hosts      Hosts
+	catalog    *Catalog
+	providers  *Providers
+	workspaces Workspaces
+	backends   map[string]Backend
+	files      SessionFileStore
+	sealer     *Sealer
+	masker     *Masker
+	notify     notifier
+	observer   Observer
+	log        *slog.Logger
+	now        Clock
+	// system is System(), built once: every running turn's request holds
+	// it for the turn's life.
+	system string
+
+	inflight sync.Map // turn id -> its run's fence (int64) once claimed: runs of this process
+}
+
+// NewRunner returns a Runner.
+func NewRunner(cfg RunnerConfig, d RunnerDeps) (*Runner, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("chat runner config: %w", err)
+	}
+	if d.Store == nil || d.Hosts == nil || d.Catalog == nil || d.Providers == nil {
+		return nil, errors.New("chat runner: Store, Hosts, Catalog and Providers are required")
+	}
+	now := d.Now
+	if now == nil {
+		now = time.Now
+	}
+	log := cmp.Or(d.Logger, slog.New(slog.DiscardHandler))
+	s := &Runner{
+		cfg: cfg, roots: repoRoots{roots: cfg.ReposRoots, any: cfg.AnyPath}, store: d.Store, hosts: d.Hosts,
+		files: d.SessionFiles, sealer: d.Sealer, catalog: d.Catalog, providers: d.Providers,
+		workspaces: d.Workspaces, backends: make(map[string]Backend), masker: orMasker(d.Masker),
+		notify: notifier{publisher: d.Publisher, log: log, now: now}, observer: d.Observer,
+		log: log, now: now, system: System(),
+	}
+	for _, b := range d.Backends {
+		s.backends[b.Name()] = b
+	}
+	return s, nil
+}
+
 // Run runs a turn: it claims the turn with a fresh fencing token, starts the
 // agent (fork, resume or seed), checks and repairs the answer, masks it,
 // stores it and settles the turn. runner names this worker run.
@@ -26,13 +186,13 @@ const (
 // another live run holds it (a duplicate delivery). It returns an error only
 // when the turn should be run again: the store failed, or this worker is
 // shutting down under it.
-func (s *Service) Run(ctx context.Context, turnID, runner string) error {
+func (s *Runner) Run(ctx context.Context, turnID, runner string) error {
 	if _, dup := s.inflight.LoadOrStore(turnID, struct{}{}); dup {
 		return nil // this process already runs it
 	}
 	defer s.inflight.Delete(turnID)
 	// Keys stored by any process since the last turn are masked in this one.
-	s.refreshKeys(ctx, false)
+	s.masker.refresh(ctx, false)
 
 	// While the database is unreachable the claim is tried again, within
 	// the turn's time limit; the job is not failed by an outage.
@@ -95,7 +255,7 @@ func (r *run) ended(ctx context.Context) bool {
 // no runner, so the next run claims it without waiting for a takeover, and
 // that claim's fresh fence fences this run off. A turn this process does not
 // run, or whose run no longer holds it, returns ErrFenced.
-func (s *Service) Release(ctx context.Context, turnID string) error {
+func (s *Runner) Release(ctx context.Context, turnID string) error {
 	v, _ := s.inflight.Load(turnID)
 	fence, ok := v.(int64)
 	if !ok {
@@ -121,7 +281,7 @@ func (r *run) removeDir(ctx context.Context) {
 }
 
 // mayTakeOver decides whether runner may claim a turn another run holds.
-func (s *Service) mayTakeOver(ctx context.Context, t Turn, runner string) bool {
+func (s *Runner) mayTakeOver(ctx context.Context, t Turn, runner string) bool {
 	if t.State == StateQueued || t.Runner == "" || t.Runner == runner {
 		return true
 	}
@@ -134,7 +294,7 @@ func (s *Service) mayTakeOver(ctx context.Context, t Turn, runner string) bool {
 
 // run is one run of a turn.
 type run struct {
-	s     *Service
+	s     *Runner
 	turn  Turn
 	conv  Conversation // the turn's, without its turns, as the claim read it
 	fence int64
@@ -369,10 +529,10 @@ func (r *run) makePlan(ctx context.Context) (*plan, error) {
 	var rev Review
 	var repo Repository
 	err := s.whileUnavailable(ctx, time.Now().Add(s.cfg.Policy.Windows().Turn), "load turn", func() (err error) {
-		if rev, err = s.reviewByID(ctx, conv.ReviewID); err != nil {
+		if rev, err = s.catalog.reviewByID(ctx, conv.ReviewID); err != nil {
 			return fmt.Errorf("load review: %w", err)
 		}
-		if repo, err = s.repository(ctx, rev.Repository); err != nil {
+		if repo, err = s.catalog.repository(ctx, rev.Repository); err != nil {
 			return fmt.Errorf("load repository: %w", err)
 		}
 		return nil
@@ -382,7 +542,7 @@ func (r *run) makePlan(ctx context.Context) (*plan, error) {
 	}
 	r.repo, r.pr = rev.Repository, rev.PR
 	// The feed hears of the run with its first published events.
-	r.rec.addFeed(s.feedEvent(r.repo, r.pr, r.turn, StateRunning, ""))
+	r.rec.addFeed(s.notify.feedEvent(r.repo, r.pr, r.turn, StateRunning, ""))
 	p := &plan{
 		name:   cmp.Or(r.turn.Backend, conv.Backend, s.cfg.DefaultBackend),
 		model:  cmp.Or(r.turn.Model, conv.Model),
@@ -401,7 +561,7 @@ func (r *run) makePlan(ctx context.Context) (*plan, error) {
 		return nil, Fail(ReasonBackendUnavailable, errors.New("this process runs no agents"))
 	}
 	if p.name == BackendOpenAI {
-		e, model, err := s.endpoint(ctx, r.turn.Provider)
+		e, model, err := s.providers.endpoint(ctx, r.turn.Provider)
 		if err != nil {
 			return nil, Fail(ReasonBackendUnavailable, err)
 		}
@@ -592,9 +752,9 @@ func (r *run) finish(ctx context.Context, o Outcome) error {
 	}
 	feed := r.rec.takeFeed()
 	if r.repo != "" {
-		feed = append(feed, s.feedEvent(r.repo, r.pr, r.turn, o.State, o.Reason))
+		feed = append(feed, s.notify.feedEvent(r.repo, r.pr, r.turn, o.State, o.Reason))
 	}
-	s.publish(ctx, r.turn.ID, o.Events, feed...)
+	s.notify.publish(ctx, r.turn.ID, o.Events, feed...)
 	if s.observer != nil {
 		s.observer.TurnSettled(TurnStats{
 			Backend: o.Backend, State: o.State, Reason: o.Reason, Session: o.Session,
@@ -639,7 +799,7 @@ func joinNotes(a, b string) string {
 }
 
 // Running reports whether this process is running the turn now.
-func (s *Service) Running(turnID string) bool {
+func (s *Runner) Running(turnID string) bool {
 	_, ok := s.inflight.Load(turnID)
 	return ok
 }

@@ -22,7 +22,7 @@ type SessionChecker func(data []byte, id string) (SessionFileInfo, error)
 // backend holding its session id, or a Codex fork, whose parent's file it
 // would need too (CodeInvalid); a review with a conversation
 // (CodeConflict).
-func (s *Service) PutReviewSession(ctx context.Context, repo string, pr, version int, data []byte) error {
+func (s *Admin) PutReviewSession(ctx context.Context, repo string, pr, version int, data []byte) error {
 	rev, err := s.Review(ctx, repo, pr, version)
 	if err != nil {
 		return err
@@ -65,10 +65,10 @@ func (s *Service) PutReviewSession(ctx context.Context, repo string, pr, version
 }
 
 // fileBackend returns p's backend as one whose sessions are files, when
-// it is one and this Service keeps session files.
+// it is one and this Runner keeps session files.
 func (r *run) fileBackend(p *plan) (SessionFileBackend, bool) {
 	fb, ok := p.backend.(SessionFileBackend)
-	return fb, ok && r.s.sessionFiles != nil && r.s.sealer != nil
+	return fb, ok && r.s.files != nil && r.s.sealer != nil
 }
 
 // errNotStored means a session has no stored file: the worker falls back
@@ -86,7 +86,7 @@ func (r *run) storedFiles(ctx context.Context, fb SessionFileBackend, owner Sess
 	load := func(o SessionOwner) (SessionFile, error) {
 		var sf SealedSessionFile
 		err := s.whileUnavailable(ctx, time.Now().Add(s.cfg.Policy.Windows().Turn), "load session file", func() (err error) {
-			sf, err = s.sessionFiles.SessionFile(ctx, o)
+			sf, err = s.files.SessionFile(ctx, o)
 			return err
 		})
 		switch {
@@ -142,7 +142,7 @@ func (r *run) locate(ctx context.Context, p *plan, owner SessionOwner, host, who
 	loaded := time.Since(start)
 	switch {
 	case errors.Is(err, errNotStored):
-		if owner.ReviewID != 0 && host == "" && p.session.Dir != "" && s.underRoots(p.session.Dir) != nil {
+		if owner.ReviewID != 0 && host == "" && p.session.Dir != "" && s.roots.underRoots(p.session.Dir) != nil {
 			// A directory recorded as a label only (see checkReview):
 			// never a place to run in.
 			return whose + " session file was never uploaded", nil

@@ -3,6 +3,7 @@ package chat
 import (
 	"cmp"
 	"context"
+	"errors"
 	"math"
 	"slices"
 	"time"
@@ -114,13 +115,50 @@ type QueueFigures struct {
 	OldestQueuedSeconds float64    `json:"oldest_queued_seconds"`
 }
 
+// ReportsDeps are the parts Reports works with. Catalog is required;
+// without Store the figures and lists, without Files the file views,
+// answer unavailable.
+type ReportsDeps struct {
+	Store   ReportStore
+	Files   FileReader
+	Catalog *Catalog
+	// Masker hides secrets in the lines of files; default the built-in
+	// rules only.
+	Masker *Masker
+	// Now tells the time (time.Now by default).
+	Now Clock
+}
+
+// Reports answers what the dashboard shows beside conversations: the team
+// figures, the reviewed pull requests of a repository, and lines of the
+// files that citations point at.
+type Reports struct {
+	reports ReportStore
+	files   FileReader
+	catalog *Catalog
+	masker  *Masker
+	now     Clock
+}
+
+// NewReports returns Reports.
+func NewReports(d ReportsDeps) (*Reports, error) {
+	if d.Catalog == nil {
+		return nil, errors.New("chat reports: a Catalog is required")
+	}
+	r := &Reports{reports: d.Store, files: d.Files, catalog: d.Catalog, masker: orMasker(d.Masker), now: d.Now}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	return r, nil
+}
+
 // MaxStatsWindow bounds how far back the team figures look.
 const MaxStatsWindow = 366 * 24 * time.Hour
 
 // Stats returns the team's figures for the turns asked in the last window
 // (at most MaxStatsWindow) in repo ("" = every repository the request's
 // token may see).
-func (s *Service) Stats(ctx context.Context, window time.Duration, repo string) (Stats, error) {
+func (s *Reports) Stats(ctx context.Context, window time.Duration, repo string) (Stats, error) {
 	if s.reports == nil {
 		return Stats{}, Errorf(CodeUnavailable, "team figures are not available on this server")
 	}
@@ -128,7 +166,7 @@ func (s *Service) Stats(ctx context.Context, window time.Duration, repo string) 
 		return Stats{}, Errorf(CodeInvalid, "since must be between 1s and %d days", int(MaxStatsWindow/(24*time.Hour)))
 	}
 	if repo != "" {
-		if _, err := s.repository(ctx, repo); err != nil {
+		if _, err := s.catalog.repository(ctx, repo); err != nil {
 			return Stats{}, err
 		}
 	}
@@ -236,7 +274,7 @@ func durations(secs []float64) Durations {
 }
 
 // PullRequests lists a repository's reviewed pull requests, newest first.
-func (s *Service) PullRequests(ctx context.Context, repo string) ([]PullRequest, error) {
+func (s *Reports) PullRequests(ctx context.Context, repo string) ([]PullRequest, error) {
 	if s.reports == nil {
 		return nil, Errorf(CodeUnavailable, "pull request lists are not available on this server")
 	}
@@ -275,19 +313,19 @@ type FileLines struct {
 // FileLines returns lines start..end of a file at the head commit of a
 // review version (0 = the latest), masked like every text prchat shows: a
 // client reads only the commits that reviews are about.
-func (s *Service) FileLines(ctx context.Context, repo string, pr, version int, path string, start, end int) (FileLines, error) {
+func (s *Reports) FileLines(ctx context.Context, repo string, pr, version int, path string, start, end int) (FileLines, error) {
 	if s.files == nil {
 		return FileLines{}, Errorf(CodeUnavailable, "file views are not available on this server")
 	}
-	s.refreshKeys(ctx, false)
-	r, err := s.repository(ctx, repo)
+	s.masker.refresh(ctx, false)
+	r, err := s.catalog.repository(ctx, repo)
 	if err != nil {
 		return FileLines{}, err
 	}
 	if path == "" {
 		return FileLines{}, Errorf(CodeInvalid, "path is required")
 	}
-	rv, err := s.review(ctx, repo, pr, version)
+	rv, err := s.catalog.review(ctx, repo, pr, version)
 	if err != nil {
 		return FileLines{}, err
 	}

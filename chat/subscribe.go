@@ -1,11 +1,12 @@
 package chat
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"sync"
 	"time"
 )
 
@@ -29,25 +30,44 @@ const (
 	maxBatch = 256
 )
 
-// SharedEvent is a live event as the Follower delivers it: one value for
-// every subscriber of the turn in the process, which no one changes. It
-// keeps one rendering of itself (the API's SSE frame), made by the first
-// subscriber that needs it, so that an event followed by thousands is
-// rendered once.
-type SharedEvent struct {
-	Event
-	once     sync.Once
-	rendered []byte
+// EventStore reads turns and their stored events for subscribers.
+// Implemented by package store.
+type EventStore interface {
+	Turn(ctx context.Context, conversationID string, number int) (Turn, error)
+	TurnByID(ctx context.Context, id string) (Turn, error)
+	// ConversationHead returns a conversation without its turns.
+	ConversationHead(ctx context.Context, id string) (Conversation, error)
+	// Events returns the stored events of a turn with Seq > after, in order.
+	Events(ctx context.Context, turnID string, after int64) ([]Event, error)
 }
 
-// Share returns e as a SharedEvent.
-func Share(e Event) *SharedEvent { return &SharedEvent{Event: e} }
+// SubscriptionsDeps are the parts Subscriptions work with. Store and
+// Catalog are required.
+type SubscriptionsDeps struct {
+	Store   EventStore
+	Catalog *Catalog
+	// Follower, if set, delivers events live; without it subscribers read
+	// the store.
+	Follower Follower
+	Logger   *slog.Logger
+}
 
-// Rendered returns render(e.Event), which it calls once: every caller
-// passes the same rendering.
-func (e *SharedEvent) Rendered(render func(Event) []byte) []byte {
-	e.once.Do(func() { e.rendered = render(e.Event) })
-	return e.rendered
+// Subscriptions give clients a turn's events as they happen (a stream, a
+// long-poll for the settled turn, the stored transcript) and a
+// repository's feed of turn state changes.
+type Subscriptions struct {
+	store    EventStore
+	catalog  *Catalog
+	follower Follower
+	log      *slog.Logger
+}
+
+// NewSubscriptions returns Subscriptions.
+func NewSubscriptions(d SubscriptionsDeps) (*Subscriptions, error) {
+	if d.Store == nil || d.Catalog == nil {
+		return nil, errors.New("chat subscriptions: Store and Catalog are required")
+	}
+	return &Subscriptions{store: d.Store, catalog: d.Catalog, follower: d.Follower, log: cmp.Or(d.Logger, slog.New(slog.DiscardHandler))}, nil
 }
 
 // Subscription is one subscriber's stream of a turn's events with Seq past
@@ -59,26 +79,26 @@ func (e *SharedEvent) Rendered(render func(Event) []byte) []byte {
 // event: nothing is sent twice. A Subscription has no goroutine of its
 // own: one goroutine reads it with Next.
 type Subscription struct {
-	s     *Service
+	s     *Subscriptions
 	turn  Turn
 	last  int64 // the seq of the last event queued
 	final bool  // the final event is queued
 	ended bool
 
-	live     <-chan *SharedEvent // nil: not following
-	refollow bool                // follow (again) before waiting
-	stale    bool                // read the store before waiting
-	poll     *time.Timer         // the next read of the store anyway
-	interval time.Duration       // between reads of the store
+	live     <-chan *Event // nil: not following
+	refollow bool          // follow (again) before waiting
+	stale    bool          // read the store before waiting
+	poll     *time.Timer   // the next read of the store anyway
+	interval time.Duration // between reads of the store
 
-	queue []*SharedEvent // events not returned yet, from head
-	head  int
+	ready []*Event // events not returned yet, from taken on
+	taken int
 }
 
 // Subscribe returns the subscription to a turn's events with Seq > after.
 // ctx bounds it: Next is called with ctx, or a context that ends with it.
-func (s *Service) Subscribe(ctx context.Context, conversationID string, number int, after int64) (*Subscription, error) {
-	if err := s.seeConversation(ctx, conversationID); err != nil {
+func (s *Subscriptions) Subscribe(ctx context.Context, conversationID string, number int, after int64) (*Subscription, error) {
+	if err := seeConversation(ctx, s.store, conversationID); err != nil {
 		return nil, err
 	}
 	t, err := s.store.Turn(ctx, conversationID, number)
@@ -104,15 +124,15 @@ func (sub *Subscription) Over() bool {
 // earlier call, ctx ended, or the store failed (logged; the client
 // reconnects with Last-Event-ID). The slice is valid until the next call;
 // the events in it are never changed.
-func (sub *Subscription) Next(ctx context.Context, wake <-chan time.Time) ([]*SharedEvent, bool) {
-	if sub.head == len(sub.queue) {
+func (sub *Subscription) Next(ctx context.Context, wake <-chan time.Time) ([]*Event, bool) {
+	if sub.taken == len(sub.ready) {
 		// The last batch is written: reuse its room, unless a replay made
 		// it large.
-		if cap(sub.queue) > maxBatch {
-			sub.queue = nil
+		if cap(sub.ready) > maxBatch {
+			sub.ready = nil
 		}
-		clear(sub.queue)
-		sub.queue, sub.head = sub.queue[:0], 0
+		clear(sub.ready)
+		sub.ready, sub.taken = sub.ready[:0], 0
 	}
 	for !sub.ended {
 		if batch := sub.take(); len(batch) > 0 {
@@ -148,7 +168,7 @@ func (sub *Subscription) Next(ctx context.Context, wake <-chan time.Time) ([]*Sh
 					sub.fail(ctx, err)
 					return nil, false
 				}
-				if len(sub.queue)-sub.head >= maxBatch {
+				if len(sub.ready)-sub.taken >= maxBatch {
 					break
 				}
 				select {
@@ -161,7 +181,7 @@ func (sub *Subscription) Next(ctx context.Context, wake <-chan time.Time) ([]*Sh
 				// Fell behind or lost Redis: catch up from the store and
 				// follow again.
 				sub.live, sub.refollow, sub.stale = nil, true, true
-				if sub.head == len(sub.queue) {
+				if sub.taken == len(sub.ready) {
 					pause(ctx, refollowPause)
 				}
 			}
@@ -171,10 +191,10 @@ func (sub *Subscription) Next(ctx context.Context, wake <-chan time.Time) ([]*Sh
 }
 
 // take returns the next batch of the queue.
-func (sub *Subscription) take() []*SharedEvent {
-	n := min(len(sub.queue)-sub.head, maxBatch)
-	batch := sub.queue[sub.head : sub.head+n]
-	sub.head += n
+func (sub *Subscription) take() []*Event {
+	n := min(len(sub.ready)-sub.taken, maxBatch)
+	batch := sub.ready[sub.taken : sub.taken+n]
+	sub.taken += n
 	return batch
 }
 
@@ -183,7 +203,7 @@ func (sub *Subscription) take() []*SharedEvent {
 // published between the two is missed: duplicates are dropped by seq.
 func (sub *Subscription) follow(ctx context.Context) {
 	sub.refollow, sub.stale = false, true
-	var ch <-chan *SharedEvent
+	var ch <-chan *Event
 	var err error
 	onFreshStack(func() { ch, err = sub.s.follower.Follow(ctx, sub.turn.ID, sub.last) })
 	if err != nil {
@@ -228,7 +248,7 @@ func (sub *Subscription) end() {
 
 // push queues a live event: one already queued is dropped, and a gap
 // before it is filled from the store first.
-func (sub *Subscription) push(ctx context.Context, e *SharedEvent) error {
+func (sub *Subscription) push(ctx context.Context, e *Event) error {
 	if e.Seq > sub.last+1 && !sub.final {
 		if err := sub.catchUp(ctx); err != nil {
 			return err
@@ -240,11 +260,11 @@ func (sub *Subscription) push(ctx context.Context, e *SharedEvent) error {
 
 // queueEvent queues e unless it is at or before the last one queued, or after
 // the final one.
-func (sub *Subscription) queueEvent(e *SharedEvent) {
+func (sub *Subscription) queueEvent(e *Event) {
 	if e.Seq <= sub.last || sub.final {
 		return
 	}
-	sub.queue = append(sub.queue, e)
+	sub.ready = append(sub.ready, e)
 	sub.last, sub.final = e.Seq, e.Final()
 }
 
@@ -274,8 +294,8 @@ func (sub *Subscription) catchUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, e := range evs {
-		sub.queueEvent(Share(e))
+	for i := range evs {
+		sub.queueEvent(&evs[i])
 	}
 	if len(evs) > 0 {
 		return nil
@@ -338,8 +358,8 @@ func pause(ctx context.Context, d time.Duration) {
 // final event. A follow that ends early (the waiter fell behind, Redis was
 // lost) reads the store and follows again; without a follower it reads the
 // store at growing intervals.
-func (s *Service) WaitTurn(ctx context.Context, conversationID string, number int, wait time.Duration) (Turn, error) {
-	if err := s.seeConversation(ctx, conversationID); err != nil {
+func (s *Subscriptions) WaitTurn(ctx context.Context, conversationID string, number int, wait time.Duration) (Turn, error) {
+	if err := seeConversation(ctx, s.store, conversationID); err != nil {
 		return Turn{}, err
 	}
 	t, err := s.store.Turn(ctx, conversationID, number)
@@ -364,7 +384,7 @@ func (s *Service) WaitTurn(ctx context.Context, conversationID string, number in
 
 // turnWaiter waits for a turn to settle.
 type turnWaiter struct {
-	s    *Service
+	s    *Subscriptions
 	turn Turn
 }
 
@@ -374,7 +394,7 @@ func (w *turnWaiter) wait(ctx context.Context) (bool, error) {
 	s := w.s
 	delay := 5 * time.Millisecond
 	for ctx.Err() == nil {
-		var live <-chan *SharedEvent
+		var live <-chan *Event
 		if s.follower != nil {
 			ch, err := s.follower.Follow(ctx, w.turn.ID, w.turn.LastSeq)
 			if err != nil && ctx.Err() == nil {
@@ -411,7 +431,7 @@ func (w *turnWaiter) wait(ctx context.Context) (bool, error) {
 
 // follow reads live events until the turn's final one (then true, once
 // the store says so too), or until the follow ends (false).
-func (w *turnWaiter) follow(ctx context.Context, live <-chan *SharedEvent) (bool, error) {
+func (w *turnWaiter) follow(ctx context.Context, live <-chan *Event) (bool, error) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -445,8 +465,8 @@ func (w *turnWaiter) check(ctx context.Context) (bool, error) {
 
 // SubscribeFeed returns a repository's turn state changes after the feed
 // position after ("" = from now) until ctx ends.
-func (s *Service) SubscribeFeed(ctx context.Context, repo, after string) (<-chan FeedEvent, error) {
-	if _, err := s.repository(ctx, repo); err != nil {
+func (s *Subscriptions) SubscribeFeed(ctx context.Context, repo, after string) (<-chan FeedEvent, error) {
+	if _, err := s.catalog.repository(ctx, repo); err != nil {
 		return nil, err
 	}
 	if s.follower == nil {
@@ -456,8 +476,8 @@ func (s *Service) SubscribeFeed(ctx context.Context, repo, after string) (<-chan
 }
 
 // Transcript returns the stored events of a turn.
-func (s *Service) Transcript(ctx context.Context, conversationID string, number int) ([]Event, error) {
-	if err := s.seeConversation(ctx, conversationID); err != nil {
+func (s *Subscriptions) Transcript(ctx context.Context, conversationID string, number int) ([]Event, error) {
+	if err := seeConversation(ctx, s.store, conversationID); err != nil {
 		return nil, err
 	}
 	t, err := s.store.Turn(ctx, conversationID, number)

@@ -14,6 +14,7 @@ import (
 	"github.com/prchat/prchat/agentsession"
 	"github.com/prchat/prchat/agentsession/agentsessiontest"
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/chat/chattest"
 	"github.com/prchat/prchat/store/storetest"
 	"github.com/prchat/prchat/worker"
 	"github.com/prchat/prchat/worker/workertest"
@@ -21,7 +22,7 @@ import (
 
 // countingStore counts the reads of a turn.
 type countingStore struct {
-	chat.Store
+	chattest.Store
 	reads atomic.Int64
 }
 
@@ -43,7 +44,7 @@ type hookedFollower struct {
 	onFollow func()
 }
 
-func (f *hookedFollower) Follow(ctx context.Context, turnID string, after int64) (<-chan *chat.SharedEvent, error) {
+func (f *hookedFollower) Follow(ctx context.Context, turnID string, after int64) (<-chan *chat.Event, error) {
 	ch, err := f.Follower.Follow(ctx, turnID, after)
 	f.follows.Add(1)
 	if f.onFollow != nil {
@@ -53,13 +54,13 @@ func (f *hookedFollower) Follow(ctx context.Context, turnID string, after int64)
 }
 
 type waitFixture struct {
-	svc *chat.Service
+	svc *chattest.Domain
 	// other is a second Service on the same store and Redis, whose reads
 	// are not counted: it settles turns as another API process would.
-	other    *chat.Service
+	other    *chattest.Domain
 	store    *countingStore
 	follower *hookedFollower
-	deps     chat.Deps // other's
+	deps     chattest.Deps // other's
 	rdb      redis.UniversalClient
 	conv     string
 	turnID   string
@@ -86,27 +87,27 @@ func setupWait(t *testing.T, follow bool) *waitFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deps := chat.Deps{Store: f.store, Queue: queue, Hosts: worker.NewHosts(rdb, worker.HostsConfig{}), Publisher: events, Clones: ws}
+	deps := chattest.Deps{Store: f.store, Queue: queue, Hosts: worker.NewHosts(rdb, worker.HostsConfig{}), Publisher: events, Clones: ws}
 	if follow {
 		deps.Follower = f.follower
 	}
-	if f.svc, err = chat.NewService(chat.Config{AnyPath: true}, deps); err != nil {
+	if f.svc, err = chattest.New(chattest.Config{AnyPath: true}, deps); err != nil {
 		t.Fatal(err)
 	}
 	deps.Store, deps.Follower = f.store.Store, nil
-	if f.other, err = chat.NewService(chat.Config{AnyPath: true}, deps); err != nil {
+	if f.other, err = chattest.New(chattest.Config{AnyPath: true}, deps); err != nil {
 		t.Fatal(err)
 	}
 	f.deps = deps
 	ctx := context.Background()
 	repo := agentsessiontest.NewRepo(t, map[string]string{"a.go": "package a\n"})
-	if _, _, err := f.svc.RegisterRepository(ctx, repo.Repository("acme/a")); err != nil {
+	if _, _, err := f.svc.Admin.RegisterRepository(ctx, repo.Repository("acme/a")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.svc.RecordReview(ctx, "acme/a", chat.Review{PR: 1, HeadSHA: repo.Head()}); err != nil {
+	if _, err := f.svc.Admin.RecordReview(ctx, "acme/a", chat.Review{PR: 1, HeadSHA: repo.Head()}); err != nil {
 		t.Fatal(err)
 	}
-	c, turn, err := f.svc.Ask(ctx, "acme/a", 1, 0, chat.Ask{Question: "Why?"})
+	c, turn, err := f.svc.Turns.Ask(ctx, "acme/a", 1, 0, chat.Ask{Question: "Why?"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +126,7 @@ func (f *waitFixture) waitAsync(wait time.Duration) <-chan waitResult {
 	out := make(chan waitResult, 1)
 	go func() {
 		start := time.Now()
-		t, err := f.svc.WaitTurn(context.Background(), f.conv, 1, wait)
+		t, err := f.svc.Subscriptions.WaitTurn(context.Background(), f.conv, 1, wait)
 		out <- waitResult{t, err, time.Since(start)}
 	}()
 	return out
@@ -142,7 +143,7 @@ func TestWaitTurnWakesOnTheFinalEvent(t *testing.T) {
 	res := f.waitAsync(wait)
 	waitFor(t, "the long-poll to follow the turn", func() bool { return f.follower.follows.Load() == 1 })
 	time.Sleep(100 * time.Millisecond) // a polling waiter would read the store meanwhile
-	if _, err := f.other.Cancel(context.Background(), f.conv, 1); err != nil {
+	if _, err := f.other.Turns.Cancel(context.Background(), f.conv, 1); err != nil {
 		t.Fatal(err)
 	}
 	got := <-res
@@ -193,7 +194,7 @@ func TestWaitTurnEndsWithTheWait(t *testing.T) {
 		}
 		res := f.waitAsync(30 * time.Second)
 		time.Sleep(50 * time.Millisecond)
-		if _, err := f.other.Cancel(context.Background(), f.conv, 1); err != nil {
+		if _, err := f.other.Turns.Cancel(context.Background(), f.conv, 1); err != nil {
 			t.Fatal(err)
 		}
 		if got := <-res; got.err != nil || got.turn.State != chat.StateCancelled {
@@ -205,7 +206,7 @@ func TestWaitTurnEndsWithTheWait(t *testing.T) {
 // settleHookStore is the real store, with a hook run as soon as a settle
 // is committed, before its caller goes on.
 type settleHookStore struct {
-	chat.Store
+	chattest.Store
 	onSettled func()
 }
 
@@ -232,7 +233,7 @@ func collect(t *testing.T, sub *chat.Subscription) []chat.Event {
 			return got
 		}
 		for _, e := range batch {
-			got = append(got, e.Event)
+			got = append(got, *e)
 		}
 	}
 }
@@ -257,24 +258,24 @@ func TestSubscribeRightAfterASettle(t *testing.T) {
 	hooked := &settleHookStore{Store: f.deps.Store}
 	deps := f.deps
 	deps.Store = hooked
-	settler, err := chat.NewService(chat.Config{AnyPath: true}, deps)
+	settler, err := chattest.New(chattest.Config{AnyPath: true}, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	var early []chat.Event
 	hooked.onSettled = func() {
-		ch, err := f.svc.Subscribe(ctx, f.conv, 1, 0)
+		ch, err := f.svc.Subscriptions.Subscribe(ctx, f.conv, 1, 0)
 		if err != nil {
 			t.Error(err)
 			return
 		}
 		early = collect(t, ch)
 	}
-	if _, err := settler.Cancel(ctx, f.conv, 1); err != nil {
+	if _, err := settler.Turns.Cancel(ctx, f.conv, 1); err != nil {
 		t.Fatal(err)
 	}
-	stored, err := f.svc.Transcript(ctx, f.conv, 1)
+	stored, err := f.svc.Subscriptions.Transcript(ctx, f.conv, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +286,7 @@ func TestSubscribeRightAfterASettle(t *testing.T) {
 		t.Errorf("a subscriber right after the settle (-stored +got):\n%s", diff)
 	}
 	last := stored[len(stored)-1].Seq
-	ch, err := f.svc.Subscribe(ctx, f.conv, 1, last)
+	ch, err := f.svc.Subscriptions.Subscribe(ctx, f.conv, 1, last)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +303,7 @@ func TestSubscribeWhileSettling(t *testing.T) {
 	ctx := context.Background()
 	for n := 1; n <= 30; n++ {
 		if n > 1 {
-			if _, err := f.svc.Continue(ctx, f.conv, chat.Ask{Question: "Again?"}); err != nil {
+			if _, err := f.svc.Turns.Continue(ctx, f.conv, chat.Ask{Question: "Again?"}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -312,7 +313,7 @@ func TestSubscribeWhileSettling(t *testing.T) {
 		for range cap(results) {
 			go func() {
 				start.Wait()
-				ch, err := f.svc.Subscribe(ctx, f.conv, n, 0)
+				ch, err := f.svc.Subscriptions.Subscribe(ctx, f.conv, n, 0)
 				if err != nil {
 					t.Error(err)
 					results <- nil
@@ -322,10 +323,10 @@ func TestSubscribeWhileSettling(t *testing.T) {
 			}()
 		}
 		start.Done()
-		if _, err := f.other.Cancel(ctx, f.conv, n); err != nil {
+		if _, err := f.other.Turns.Cancel(ctx, f.conv, n); err != nil {
 			t.Fatal(err)
 		}
-		stored, err := f.svc.Transcript(ctx, f.conv, n)
+		stored, err := f.svc.Subscriptions.Transcript(ctx, f.conv, n)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -349,7 +350,7 @@ func TestSubscriptionFallingBehindCatchesUpFromTheStore(t *testing.T) {
 	follower := &hookedFollower{Follower: events}
 	deps := f.deps
 	deps.Store, deps.Follower = f.store.Store, follower
-	svc, err := chat.NewService(chat.Config{AnyPath: true}, deps)
+	svc, err := chattest.New(chattest.Config{AnyPath: true}, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +359,7 @@ func TestSubscriptionFallingBehindCatchesUpFromTheStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub, err := svc.Subscribe(ctx, f.conv, 1, 0)
+	sub, err := svc.Subscriptions.Subscribe(ctx, f.conv, 1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,11 +430,11 @@ func TestSubscriptionStreamsStoredThenLiveToTheFinalEvent(t *testing.T) {
 	t.Parallel()
 	f := setupWait(t, true)
 	ctx := t.Context()
-	stored, err := f.svc.Transcript(ctx, f.conv, 1)
+	stored, err := f.svc.Subscriptions.Transcript(ctx, f.conv, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub, err := f.svc.Subscribe(ctx, f.conv, 1, 0)
+	sub, err := f.svc.Subscriptions.Subscribe(ctx, f.conv, 1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -443,17 +444,17 @@ func TestSubscriptionStreamsStoredThenLiveToTheFinalEvent(t *testing.T) {
 	if !ok || len(first) != len(stored) {
 		t.Fatalf("first Next = %d events (%v), want the %d stored", len(first), ok, len(stored))
 	}
-	if _, err := f.other.Cancel(ctx, f.conv, 1); err != nil {
+	if _, err := f.other.Turns.Cancel(ctx, f.conv, 1); err != nil {
 		t.Fatal(err)
 	}
 	rest := collect(t, sub)
-	all, err := f.svc.Transcript(ctx, f.conv, 1)
+	all, err := f.svc.Subscriptions.Transcript(ctx, f.conv, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got []chat.Event
 	for _, e := range first {
-		got = append(got, e.Event)
+		got = append(got, *e)
 	}
 	got = append(got, rest...)
 	if diff := cmp.Diff(seqTypes(all), seqTypes(got)); diff != "" {
@@ -462,7 +463,7 @@ func TestSubscriptionStreamsStoredThenLiveToTheFinalEvent(t *testing.T) {
 	if len(got) == 0 || !got[len(got)-1].Final() {
 		t.Fatalf("the stream did not end with the final event: %v", seqTypes(got))
 	}
-	again, err := f.svc.Subscribe(ctx, f.conv, 1, got[len(got)-1].Seq)
+	again, err := f.svc.Subscriptions.Subscribe(ctx, f.conv, 1, got[len(got)-1].Seq)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -187,22 +187,109 @@ const (
 	ReceiptIgnored   = "ignored"
 )
 
+// WebhookTurnStore reads the turns of webhook questions. Implemented by
+// package store.
+type WebhookTurnStore interface {
+	TurnByID(ctx context.Context, id string) (Turn, error)
+	// ConversationHead returns a conversation without its turns.
+	ConversationHead(ctx context.Context, id string) (Conversation, error)
+	// Events returns the stored events of a turn with Seq > after, in order.
+	Events(ctx context.Context, turnID string, after int64) ([]Event, error)
+}
+
+// WebhooksConfig holds the settings of Webhooks.
+type WebhooksConfig struct {
+	// Poll is how often a webhook question waiting for its turn, or for a
+	// pending conversation, is looked at again. Default 1s.
+	Poll time.Duration
+	// Lease is how long one process holds a webhook question it works on
+	// before another may take it. Default 1m.
+	Lease time.Duration
+	// Backoff is the wait after a webhook question's first failed attempt
+	// (to ask it, or to post its answer); it doubles with each further
+	// failure, up to 5m. Default 1s.
+	Backoff time.Duration
+	// QuestionsPerRepo limits the questions asked about one repository,
+	// as for Turns; a question over it waits. Zero: no limit.
+	QuestionsPerRepo Rate
+}
+
+// WebhooksDeps are the parts Webhooks work with. Comments, Store, Turns,
+// Admin and Catalog are required.
+type WebhooksDeps struct {
+	// Comments keeps the webhook questions: the inbox and the outbox.
+	Comments CommentStore
+	Store    WebhookTurnStore
+	// Turns begins the questions' turns; Admin registers repositories and
+	// records the reviews of unreviewed PRs.
+	Turns   *Turns
+	Admin   *Admin
+	Catalog *Catalog
+	// Forges look up PRs and post the answers back (one per forge name).
+	Forges []Forge
+	// Limiter, if set, enforces QuestionsPerRepo.
+	Limiter RateLimiter
+	// Observer, if set, counts the replies.
+	Observer CommentObserver
+	// Masker hides secrets in recorded failures; default the built-in
+	// rules only.
+	Masker *Masker
+	Logger *slog.Logger
+	// Now tells the time (time.Now by default).
+	Now Clock
+}
+
+// Webhooks take questions from pull request comments (the inbox) and
+// post their answers back to the forge (the outbox), each once.
+type Webhooks struct {
+	cfg      WebhooksConfig
+	comments CommentStore
+	store    WebhookTurnStore
+	turns    *Turns
+	admin    *Admin
+	catalog  *Catalog
+	forges   map[string]Forge
+	limits   questionLimits
+	observer CommentObserver
+	masker   *Masker
+	log      *slog.Logger
+	now      Clock
+}
+
+// NewWebhooks returns Webhooks.
+func NewWebhooks(cfg WebhooksConfig, d WebhooksDeps) (*Webhooks, error) {
+	cfg.Poll = cmp.Or(cfg.Poll, time.Second)
+	cfg.Lease = cmp.Or(cfg.Lease, time.Minute)
+	cfg.Backoff = cmp.Or(cfg.Backoff, time.Second)
+	if d.Comments == nil || d.Store == nil || d.Turns == nil || d.Admin == nil || d.Catalog == nil {
+		return nil, errors.New("chat webhooks: Comments, Store, Turns, Admin and Catalog are required")
+	}
+	now := d.Now
+	if now == nil {
+		now = time.Now
+	}
+	s := &Webhooks{
+		cfg: cfg, comments: d.Comments, store: d.Store, turns: d.Turns, admin: d.Admin, catalog: d.Catalog,
+		forges:   make(map[string]Forge),
+		limits:   questionLimits{limiter: d.Limiter, perRepo: cfg.QuestionsPerRepo, now: now},
+		observer: d.Observer, masker: orMasker(d.Masker),
+		log: cmp.Or(d.Logger, slog.New(slog.DiscardHandler)), now: now,
+	}
+	for _, f := range d.Forges {
+		s.forges[f.Name()] = f
+	}
+	return s, nil
+}
+
 // commentRetry is how long after its attempts-th failed attempt a comment
-// is tried again: exponential from Config.CommentBackoff, capped at 5m.
-func (s *Service) commentRetry(attempts int) time.Duration {
-	return Backoff{First: s.cfg.CommentBackoff, Max: 5 * time.Minute}.Delay(attempts)
+// is tried again: exponential from WebhooksConfig.Backoff, capped at 5m.
+func (s *Webhooks) commentRetry(attempts int) time.Duration {
+	return Backoff{First: s.cfg.Backoff, Max: 5 * time.Minute}.Delay(attempts)
 }
 
 // maxCommentAttempts is how often asking or posting is tried before a
 // comment is given up as failed.
 const maxCommentAttempts = 12
-
-func (s *Service) commentsReady() error {
-	if s.comments == nil {
-		return Errorf(CodeUnavailable, "this process keeps no webhook questions")
-	}
-	return nil
-}
 
 // ReceiveComment takes a question from a PR comment: it stores it once
 // (a delivery or comment received before is a duplicate), and asks it at
@@ -211,22 +298,20 @@ func (s *Service) commentsReady() error {
 // never lost.
 //
 // An unregistered repository is registered from the event's clone URL when
-// autoRegister is set, else the comment is ignored.
-func (s *Service) ReceiveComment(ctx context.Context, c Comment, autoRegister bool) (Receipt, error) {
-	if err := s.commentsReady(); err != nil {
-		return Receipt{}, err
-	}
+// autoRegister is set (a setting of each forge's webhook), else the
+// comment is ignored.
+func (s *Webhooks) ReceiveComment(ctx context.Context, c Comment, autoRegister bool) (Receipt, error) {
 	if err := CheckRepoName(c.Repository); err != nil {
 		return Receipt{Status: ReceiptIgnored, Reason: "the event names no repository as owner/name"}, nil
 	}
-	if _, err := s.repository(ctx, c.Repository); err != nil {
+	if _, err := s.catalog.repository(ctx, c.Repository); err != nil {
 		if ErrorCode(err) != CodeRepositoryNotFound {
 			return Receipt{}, err
 		}
 		if !autoRegister || c.CloneURL == "" {
 			return Receipt{Status: ReceiptIgnored, Reason: fmt.Sprintf("repository %s is not registered with prchat", c.Repository)}, nil
 		}
-		if _, _, err := s.RegisterRepository(ctx, Repository{Name: c.Repository, CloneURL: c.CloneURL}); err != nil {
+		if _, _, err := s.admin.RegisterRepository(ctx, Repository{Name: c.Repository, CloneURL: c.CloneURL}); err != nil {
 			return Receipt{}, fmt.Errorf("register %s from its webhook: %w", c.Repository, err)
 		}
 		s.log.InfoContext(ctx, "registered repository from a webhook", slog.String("repository", c.Repository), slog.String("forge", c.Forge))
@@ -240,7 +325,7 @@ func (s *Service) ReceiveComment(ctx context.Context, c Comment, autoRegister bo
 	// Stored leased to this process (NextAttempt after the lease): the
 	// outbox leaves it alone while it is asked here, and takes it up when
 	// the lease ends if this process stops first.
-	wc := WebhookComment{Comment: c, TurnID: newSessionID(), State: CommentReceived, NextAttempt: s.now().Add(s.cfg.CommentLease)}
+	wc := WebhookComment{Comment: c, TurnID: newSessionID(), State: CommentReceived, NextAttempt: s.now().Add(s.cfg.Lease)}
 	if err := s.comments.AddComment(ctx, &wc); err != nil {
 		if errors.Is(err, ErrDuplicate) {
 			return Receipt{Status: ReceiptDuplicate}, nil
@@ -264,7 +349,7 @@ func (s *Service) ReceiveComment(ctx context.Context, c Comment, autoRegister bo
 
 // askComment makes the turn of a received or waiting comment (once: the
 // turn id is the comment's), and records what became of it.
-func (s *Service) askComment(ctx context.Context, wc *WebhookComment) (Receipt, error) {
+func (s *Webhooks) askComment(ctx context.Context, wc *WebhookComment) (Receipt, error) {
 	if t, err := s.store.TurnByID(ctx, wc.TurnID); err == nil {
 		return s.commentQueued(ctx, wc, t.ConversationID, t.Number)
 	} else if ErrorCode(err) != CodeNotFound {
@@ -273,7 +358,7 @@ func (s *Service) askComment(ctx context.Context, wc *WebhookComment) (Receipt, 
 	// Questions from comments count against the repository's question
 	// rate like any (anyone who can comment can ask): over it, the
 	// question waits until the limit allows it.
-	if wait, err := s.commentRateWait(ctx, wc.Repository); err != nil {
+	if wait, err := s.limits.repoWait(ctx, wc.Repository); err != nil {
 		return Receipt{}, err
 	} else if wait > 0 {
 		wc.NextAttempt = s.now().Add(wait)
@@ -300,69 +385,34 @@ func (s *Service) askComment(ctx context.Context, wc *WebhookComment) (Receipt, 
 	case ErrorCode(err) == CodeNotFound:
 		// The thread's first question: its conversation is about the
 		// review version it was asked on.
-		c := Conversation{
-			ID:            convID,
-			ReviewID:      rev.ID,
-			Repository:    rev.Repository,
-			PR:            rev.PR,
-			ReviewVersion: rev.Version,
-			Title:         Title(a.Question),
-			Backend:       cmp.Or(rev.Backend, s.cfg.DefaultBackend),
-			Model:         rev.Model,
-		}
-		t := s.newTurn(c, a)
-		t.ID = wc.TurnID
-		t.Queue = s.route(ctx, t.Backend, rev.SessionHost)
-		if err := s.store.CreateConversation(ctx, &c, &t); err != nil {
+		c := s.turns.conversationAbout(rev, a)
+		c.ID = convID
+		c, t, err := s.turns.begin(ctx, c, &rev, a, wc.TurnID)
+		if err != nil {
 			return Receipt{}, fmt.Errorf("begin the conversation of comment %d: %w", wc.CommentID, err)
 		}
-		s.enqueue(ctx, t)
-		s.feed(ctx, c.Repository, c.PR, t, StateQueued, "")
 		return s.commentQueued(ctx, wc, c.ID, t.Number)
 	case err != nil:
 		return Receipt{}, err
 	}
-	t := s.newTurn(head, a)
-	t.ID = wc.TurnID
-	host := head.SessionHost
-	if head.SessionID == "" {
-		if rv, err := s.reviewByID(ctx, head.ReviewID); err == nil {
-			host = rv.SessionHost
-		}
-	}
-	t.Queue = s.route(ctx, t.Backend, host)
-	if err := s.store.AddTurn(ctx, &t); err != nil {
+	_, t, err := s.turns.begin(ctx, head, nil, a, wc.TurnID)
+	if err != nil {
 		if ErrorCode(err) != CodeBusy {
 			return Receipt{}, err
 		}
 		// Queued behind the pending turn: asked when it settles.
 		wc.ConversationID = head.ID
 		wc.State = CommentWaiting
-		wc.NextAttempt = s.now().Add(s.cfg.CommentPoll)
+		wc.NextAttempt = s.now().Add(s.cfg.Poll)
 		if err := s.comments.UpdateComment(ctx, wc); err != nil && !errors.Is(err, ErrFenced) {
 			return Receipt{}, err
 		}
 		return Receipt{Status: ReceiptWaiting, ConversationID: head.ID, Reason: "the conversation has a question pending; this one is asked when it is answered"}, nil
 	}
-	s.enqueue(ctx, t)
-	s.feed(ctx, head.Repository, head.PR, t, StateQueued, "")
 	return s.commentQueued(ctx, wc, head.ID, t.Number)
 }
 
-// commentRateWait takes one question of repo's rate limit, or says how
-// long until the limit allows one.
-func (s *Service) commentRateWait(ctx context.Context, repo string) (time.Duration, error) {
-	if s.limiter == nil || s.cfg.QuestionsPerRepo.Off() {
-		return 0, nil
-	}
-	wait, err := s.limiter.Allow(ctx, "repo:"+repo, s.cfg.QuestionsPerRepo, s.now())
-	if err != nil {
-		return 0, fmt.Errorf("rate limit of %s: %w", repo, err)
-	}
-	return wait, nil
-}
-
-func (s *Service) commentQueued(ctx context.Context, wc *WebhookComment, convID string, n int) (Receipt, error) {
+func (s *Webhooks) commentQueued(ctx context.Context, wc *WebhookComment, convID string, n int) (Receipt, error) {
 	wc.ConversationID, wc.TurnNumber, wc.State = convID, n, CommentQueued
 	wc.NextAttempt, wc.Error = s.now(), ""
 	if err := s.comments.UpdateComment(ctx, wc); err != nil && !errors.Is(err, ErrFenced) {
@@ -375,8 +425,8 @@ func (s *Service) commentQueued(ctx context.Context, wc *WebhookComment, convID 
 // made from the PR's head and base (from the event, else the forge) when
 // there is none: a version with no agent session, so the conversation is
 // seeded with the default backend.
-func (s *Service) commentReview(ctx context.Context, wc *WebhookComment) (Review, error) {
-	rev, err := s.review(ctx, wc.Repository, wc.PR, 0)
+func (s *Webhooks) commentReview(ctx context.Context, wc *WebhookComment) (Review, error) {
+	rev, err := s.catalog.review(ctx, wc.Repository, wc.PR, 0)
 	if err == nil || ErrorCode(err) != CodeNoReview {
 		return rev, err
 	}
@@ -390,7 +440,7 @@ func (s *Service) commentReview(ctx context.Context, wc *WebhookComment) (Review
 			return Review{}, fmt.Errorf("look up %s#%d: %w", wc.Repository, wc.PR, err)
 		}
 	}
-	rev, err = s.RecordReview(ctx, wc.Repository, Review{
+	rev, err = s.admin.RecordReview(ctx, wc.Repository, Review{
 		PR:      wc.PR,
 		HeadSHA: head,
 		BaseSHA: base,
@@ -411,7 +461,7 @@ func (c Comment) ref() CommentRef {
 
 // deferComment records a failed attempt and when to try again; after
 // maxCommentAttempts the comment is given up.
-func (s *Service) deferComment(ctx context.Context, wc *WebhookComment, cause error) {
+func (s *Webhooks) deferComment(ctx context.Context, wc *WebhookComment, cause error) {
 	wc.Attempts++
 	wc.Error = s.masker.String(cause.Error())
 	if len(wc.Error) > 2000 {
@@ -420,8 +470,8 @@ func (s *Service) deferComment(ctx context.Context, wc *WebhookComment, cause er
 	wc.NextAttempt = s.now().Add(s.commentRetry(wc.Attempts))
 	if wc.Attempts >= maxCommentAttempts || errors.Is(cause, ErrForgeRefused) {
 		wc.State = CommentFailed
-		if s.commentObserver != nil {
-			s.commentObserver.ReplyFailed(wc.Forge)
+		if s.observer != nil {
+			s.observer.ReplyFailed(wc.Forge)
 		}
 		s.log.WarnContext(ctx, "gave up a webhook question", slog.String("comment", wc.ID),
 			slog.String("forge", wc.Forge), slog.Int("attempts", wc.Attempts), slog.Any("err", cause))
@@ -436,10 +486,7 @@ func (s *Service) deferComment(ctx context.Context, wc *WebhookComment, cause er
 // posts the answers of settled turns, each exactly once: before posting
 // again after a failure it looks for a reply carrying the turn's marker. It
 // returns how many comments it worked on.
-func (s *Service) DeliverReplies(ctx context.Context) (int, error) {
-	if err := s.commentsReady(); err != nil {
-		return 0, err
-	}
+func (s *Webhooks) DeliverReplies(ctx context.Context) (int, error) {
 	due, err := s.comments.DueComments(ctx, s.now(), 50)
 	if err != nil {
 		return 0, err
@@ -457,7 +504,7 @@ func (s *Service) DeliverReplies(ctx context.Context) (int, error) {
 			}
 		}
 		// Take the comment for a while, so that another process leaves it.
-		wc.NextAttempt = s.now().Add(s.cfg.CommentLease)
+		wc.NextAttempt = s.now().Add(s.cfg.Lease)
 		if err := s.comments.UpdateComment(ctx, wc); err != nil {
 			if !errors.Is(err, ErrFenced) {
 				return n, err
@@ -470,7 +517,7 @@ func (s *Service) DeliverReplies(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-func (s *Service) deliverComment(ctx context.Context, wc *WebhookComment) {
+func (s *Webhooks) deliverComment(ctx context.Context, wc *WebhookComment) {
 	f, ok := s.forges[wc.Forge]
 	if ok && !wc.Reacted {
 		if err := f.React(ctx, wc.ref()); err != nil {
@@ -492,7 +539,7 @@ func (s *Service) deliverComment(ctx context.Context, wc *WebhookComment) {
 		return
 	}
 	if !t.State.Final() {
-		wc.NextAttempt = s.now().Add(s.cfg.CommentPoll)
+		wc.NextAttempt = s.now().Add(s.cfg.Poll)
 		if err := s.comments.UpdateComment(ctx, wc); err != nil && !errors.Is(err, ErrFenced) {
 			s.log.WarnContext(ctx, "record a webhook question", slog.String("comment", wc.ID), slog.Any("err", err))
 		}
@@ -512,8 +559,8 @@ func (s *Service) deliverComment(ctx context.Context, wc *WebhookComment) {
 	if err := s.comments.UpdateComment(ctx, wc); err != nil && !errors.Is(err, ErrFenced) {
 		s.log.WarnContext(ctx, "record a posted answer", slog.String("comment", wc.ID), slog.Any("err", err))
 	}
-	if s.commentObserver != nil {
-		s.commentObserver.ReplyPosted(wc.Forge)
+	if s.observer != nil {
+		s.observer.ReplyPosted(wc.Forge)
 	}
 	s.log.InfoContext(ctx, "posted an answer", slog.String("comment", wc.ID), slog.String("forge", wc.Forge),
 		slog.String("repository", wc.Repository), slog.Int("pr", wc.PR), slog.String("state", string(t.State)))
@@ -522,7 +569,7 @@ func (s *Service) deliverComment(ctx context.Context, wc *WebhookComment) {
 // postReply posts the answer of turn t to wc, unless a reply carrying the
 // turn's marker is there already (an earlier attempt posted it and then
 // failed to record that).
-func (s *Service) postReply(ctx context.Context, f Forge, wc *WebhookComment, t Turn) error {
+func (s *Webhooks) postReply(ctx context.Context, f Forge, wc *WebhookComment, t Turn) error {
 	marker := ReplyMarker(t.ID)
 	if wc.PostTried {
 		id, err := f.FindReply(ctx, wc.ref(), marker)
@@ -538,7 +585,7 @@ func (s *Service) postReply(ctx context.Context, f Forge, wc *WebhookComment, t 
 	if err != nil {
 		return fmt.Errorf("conversation of turn %s: %w", t.ID, err)
 	}
-	rev, err := s.reviewByID(ctx, c.ReviewID)
+	rev, err := s.catalog.reviewByID(ctx, c.ReviewID)
 	if err != nil {
 		return fmt.Errorf("review of turn %s: %w", t.ID, err)
 	}

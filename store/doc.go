@@ -1,6 +1,6 @@
 // Package store keeps prchat's data — repositories, reviews, conversations,
 // turns and their transcripts — in Postgres or in an embedded SQLite file,
-// and implements chat.Store on top of them.
+// and implements the store interfaces of chat's roles on top of them.
 //
 // Open picks the database from Config: a postgres:// URL for production, or
 // a SQLite file (pure Go, no cgo) for the single-process default. Migrate
@@ -29,7 +29,7 @@
 // CreateConversation), since under load the commit, not the inserts, is
 // what an ask costs the database.
 //
-// Choices where chat.Store's contract is silent: listing the reviews or
+// Choices where the contract of chat's store interfaces is silent: listing the reviews or
 // conversations of a PR that has none returns an empty list, of an unknown
 // repository CodeRepositoryNotFound; a conversation is created on
 // Conversation.ReviewID; CreatedAt, when the caller sets it, is kept (else

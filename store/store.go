@@ -20,7 +20,16 @@ import (
 	"github.com/prchat/prchat/chat"
 )
 
-var _ chat.Store = (*Store)(nil)
+// The store interfaces of chat's roles, each declared by its user.
+var (
+	_ chat.CatalogStore     = (*Store)(nil)
+	_ chat.AdminStore       = (*Store)(nil)
+	_ chat.TurnStore        = (*Store)(nil)
+	_ chat.RunStore         = (*Store)(nil)
+	_ chat.EventStore       = (*Store)(nil)
+	_ chat.WebhookTurnStore = (*Store)(nil)
+	_ chat.Pinger           = (*Store)(nil)
+)
 
 // Dialects of the databases a Store can use.
 const (
@@ -76,8 +85,10 @@ func (c Config) validate() error {
 	return nil
 }
 
-// Store is prchat's database. It implements chat.Store and is safe for
-// concurrent use.
+// Store is prchat's database. It implements the store interfaces of chat's
+// roles (CatalogStore, AdminStore, TurnStore, RunStore, EventStore, and the
+// webhook, report, settings and token stores) and is safe for concurrent
+// use.
 type Store struct {
 	dialect string
 	// read serves queries outside transactions; write serves writes and

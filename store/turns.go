@@ -324,7 +324,7 @@ func (s *Store) fenced(ctx context.Context, op, turnID string) error {
 }
 
 // ReleaseTurn puts a running turn held by the run with fence back to
-// queued with no runner (see chat.Store).
+// queued with no runner (see chat.RunStore).
 func (s *Store) ReleaseTurn(ctx context.Context, id string, fence int64) (chat.Turn, error) {
 	var rows []turnRow
 	err := s.write.WithContext(ctx).Raw(`UPDATE turns SET state = 'queued', runner = ''

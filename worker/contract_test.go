@@ -2,9 +2,10 @@ package worker
 
 import "github.com/prchat/prchat/chat"
 
-// chat's Service is what cmd/prchat passes as the Server's TurnRunner and
-// the Reconciler's Turns.
+// chat's roles are what cmd/prchat passes as the Server's TurnRunner, the
+// Reconciler's Turns and the Outbox's Replies.
 var (
-	_ TurnRunner = (*chat.Service)(nil)
-	_ Turns      = (*chat.Service)(nil)
+	_ TurnRunner = (*chat.Runner)(nil)
+	_ Turns      = (*chat.Turns)(nil)
+	_ Replies    = (*chat.Webhooks)(nil)
 )

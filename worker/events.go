@@ -243,12 +243,12 @@ func (e *Events) addFeed(ctx context.Context, pipe redis.Pipeliner, fe chat.Feed
 
 // Follow returns the live events of a turn with Seq > after. Each entry is
 // decoded once into a value every follower of the turn shares.
-func (e *Events) Follow(ctx context.Context, turnID string, after int64) (<-chan *chat.SharedEvent, error) {
-	ch := make(chan *chat.SharedEvent, e.cfg.Buffer)
+func (e *Events) Follow(ctx context.Context, turnID string, after int64) (<-chan *chat.Event, error) {
+	ch := make(chan *chat.Event, e.cfg.Buffer)
 	f := &follower{}
 	f.deliver = func(v any) bool {
 		select {
-		case ch <- v.(*chat.SharedEvent):
+		case ch <- v.(*chat.Event):
 			return true
 		default:
 			return false
@@ -261,7 +261,7 @@ func (e *Events) Follow(ctx context.Context, turnID string, after int64) (<-chan
 			e.log.Warn("decode turn event", slog.String("turn", turnID), slog.Any("err", err))
 			return nil, false
 		}
-		return chat.Share(ev), true
+		return &ev, true
 	}
 	if err := e.add(ctx, turnKey(turnID), strconv.FormatInt(after, 10)+"-1", decode, f); err != nil {
 		return nil, err

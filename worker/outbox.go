@@ -13,7 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Replies is what the Outbox drives: chat.Service's webhook questions.
+// Replies is what the Outbox drives: the webhook questions of
+// *chat.Webhooks.
 type Replies interface {
 	DeliverReplies(ctx context.Context) (int, error)
 }
@@ -27,7 +28,7 @@ type OutboxConfig struct {
 
 // Outbox asks the webhook questions that could not be asked at once and
 // posts the answers of settled turns back to their forge, with retries and
-// backoff (chat.Service.DeliverReplies does the work; the database holds
+// backoff (chat.Webhooks.DeliverReplies does the work; the database holds
 // what is due, so any number of processes may run an Outbox).
 type Outbox struct {
 	replies Replies

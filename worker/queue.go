@@ -80,7 +80,7 @@ type payload struct {
 
 // QueueConfig configures a Queue.
 type QueueConfig struct {
-	// Policy is the turns' policy, as the chat.Service has it: its Job
+	// Policy is the turns' policy, as chat.Turns and chat.Runner have it: its Job
 	// window bounds one run of a job, so that chat ends a turn before the
 	// queue does, and its JobRetries is how often a failed job is tried
 	// again before asynq archives it (the Reconciler then settles its turn

@@ -17,7 +17,7 @@ import (
 )
 
 // Turns is what the reconciler needs from the domain; implemented by
-// *chat.Service.
+// *chat.Turns.
 type Turns interface {
 	// PendingTurns lists the turns in state queued or running.
 	PendingTurns(ctx context.Context) ([]chat.Turn, error)
@@ -43,7 +43,7 @@ type ReconcilerConfig struct {
 	// queued turn's job may run without claiming the turn before its worker
 	// counts as dead. Default 2s.
 	Grace time.Duration
-	// Policy is the turns' policy, as the chat.Service has it: a running
+	// Policy is the turns' policy, as chat.Turns and chat.Runner have it: a running
 	// turn whose runner died and that is out of attempts is settled as
 	// interrupted rather than handed to another worker, and one whose
 	// runner looks alive but that has no job is handed on after its Stuck

@@ -18,7 +18,7 @@ import (
 	"github.com/prchat/prchat/chat"
 )
 
-// TurnRunner runs one turn; implemented by *chat.Service.
+// TurnRunner runs one turn; implemented by *chat.Runner.
 //
 // Run returns nil when the turn needs no more runs (it settled it, found it
 // settled, or another live run holds it) and an error when the turn should
@@ -26,7 +26,7 @@ import (
 type TurnRunner interface {
 	Run(ctx context.Context, turnID, runner string) error
 	// Release hands a turn this process runs but cannot finish to the next
-	// run at once (it goes back to queued); see chat.Service.Release.
+	// run at once (it goes back to queued); see chat.Runner.Release.
 	Release(ctx context.Context, turnID string) error
 }
 
@@ -54,7 +54,7 @@ type ServerConfig struct {
 	// lost (the subscription down) or never sent (a job that asynq itself
 	// moved back to pending). Default 1s, at most 10s.
 	IdlePollInterval time.Duration
-	// Policy is the turns' policy, as the chat.Service has it. A sole
+	// Policy is the turns' policy, as chat.Turns and chat.Runner have it. A sole
 	// worker (prchat serve's, on its embedded Redis), to which chat routes
 	// no turn by host, consumes the shared queue alone: one queue is one
 	// script call less per poll and per job. Its JobRetry spaces the

@@ -60,19 +60,39 @@ var templateFiles embed.FS
 //go:embed static
 var staticFiles embed.FS
 
-// Service is what the dashboard reads. *chat.Service implements it.
-type Service interface {
+// Reads are what the dashboard reads, one interface per role of chat.
+type Reads struct {
+	Repositories  Repositories
+	Conversations Conversations
+	Reports       Reports
+}
+
+// Repositories reads repositories and reviews. *chat.Admin implements it.
+type Repositories interface {
 	Repositories(ctx context.Context) ([]chat.Repository, error)
 	Repository(ctx context.Context, name string) (chat.Repository, error)
-	PullRequests(ctx context.Context, repo string) ([]chat.PullRequest, error)
 	Reviews(ctx context.Context, repo string, pr int) ([]chat.Review, error)
 	Review(ctx context.Context, repo string, pr, version int) (chat.Review, error)
+}
+
+// Conversations reads conversations. *chat.Turns implements it.
+type Conversations interface {
 	Conversations(ctx context.Context, repo string, pr int) ([]chat.Conversation, error)
 	Conversation(ctx context.Context, id string) (chat.Conversation, error)
+}
+
+// Reports are the pull request lists and the team figures. *chat.Reports
+// implements it.
+type Reports interface {
+	PullRequests(ctx context.Context, repo string) ([]chat.PullRequest, error)
 	Stats(ctx context.Context, window time.Duration, repo string) (chat.Stats, error)
 }
 
-var _ Service = (*chat.Service)(nil)
+var (
+	_ Repositories  = (*chat.Admin)(nil)
+	_ Conversations = (*chat.Turns)(nil)
+	_ Reports       = (*chat.Reports)(nil)
+)
 
 // Access is how the dashboard learns who is signed in. *chat.Access
 // implements it; nil means the API is open (no tokens).
@@ -106,7 +126,7 @@ type Config struct {
 // Dashboard serves the pages.
 type Dashboard struct {
 	cfg   Config
-	svc   Service
+	reads Reads
 	md    *Markdown
 	log   *slog.Logger
 	pages map[string]*template.Template
@@ -116,10 +136,10 @@ type Dashboard struct {
 	queues queuePolicy
 }
 
-// New returns a Dashboard reading from svc.
-func New(cfg Config, svc Service) (*Dashboard, error) {
-	if svc == nil {
-		return nil, errors.New("dashboard: a service is required")
+// New returns a Dashboard reading from r.
+func New(cfg Config, r Reads) (*Dashboard, error) {
+	if r.Repositories == nil || r.Conversations == nil || r.Reports == nil {
+		return nil, errors.New("dashboard: repositories, conversations and reports are required")
 	}
 	if cfg.Access != nil && cfg.Sessions == nil {
 		return nil, errors.New("dashboard: sessions are required with access")
@@ -127,7 +147,7 @@ func New(cfg Config, svc Service) (*Dashboard, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	d := &Dashboard{cfg: cfg, svc: svc, md: NewMarkdown(), log: cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))}
+	d := &Dashboard{cfg: cfg, reads: r, md: NewMarkdown(), log: cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))}
 	if err := d.parse(); err != nil {
 		return nil, err
 	}

@@ -56,7 +56,7 @@ func (d *Dashboard) repositories(c echo.Context) error {
 	if !ok {
 		return d.signinRedirect(c)
 	}
-	rs, err := d.svc.Repositories(c.Request().Context())
+	rs, err := d.reads.Repositories.Repositories(c.Request().Context())
 	if err != nil {
 		return d.fail(c, p, err)
 	}
@@ -70,7 +70,7 @@ func (d *Dashboard) pulls(c echo.Context) error {
 		return d.signinRedirect(c)
 	}
 	repo := repoParam(c)
-	prs, err := d.svc.PullRequests(c.Request().Context(), repo)
+	prs, err := d.reads.Reports.PullRequests(c.Request().Context(), repo)
 	if err != nil {
 		return d.fail(c, p, err)
 	}
@@ -94,14 +94,14 @@ func (d *Dashboard) pull(c echo.Context) error {
 		return d.fail(c, p, err)
 	}
 	ctx := c.Request().Context()
-	reviews, err := d.svc.Reviews(ctx, repo, pr)
+	reviews, err := d.reads.Repositories.Reviews(ctx, repo, pr)
 	if err != nil {
 		return d.fail(c, p, err)
 	}
 	if len(reviews) == 0 {
 		return d.fail(c, p, chat.Errorf(chat.CodeNoReview, "%s#%d has no recorded review", repo, pr))
 	}
-	convs, err := d.svc.Conversations(ctx, repo, pr)
+	convs, err := d.reads.Conversations.Conversations(ctx, repo, pr)
 	if err != nil {
 		return d.fail(c, p, err)
 	}
@@ -134,11 +134,11 @@ func (d *Dashboard) review(c echo.Context) error {
 		}
 	}
 	ctx := c.Request().Context()
-	rv, err := d.svc.Review(ctx, repo, pr, v)
+	rv, err := d.reads.Repositories.Review(ctx, repo, pr, v)
 	if err != nil {
 		return d.fail(c, p, err)
 	}
-	convs, err := d.svc.Conversations(ctx, repo, pr)
+	convs, err := d.reads.Conversations.Conversations(ctx, repo, pr)
 	if err != nil {
 		return d.fail(c, p, err)
 	}
@@ -180,7 +180,7 @@ func viewTurn(conv chat.Conversation, t chat.Turn) turnView {
 }
 
 func (d *Dashboard) loadConversation(c echo.Context, p page) (chat.Conversation, error) {
-	conv, err := d.svc.Conversation(c.Request().Context(), c.Param("id"))
+	conv, err := d.reads.Conversations.Conversation(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return conv, err
 	}
@@ -254,7 +254,7 @@ func (d *Dashboard) team(c echo.Context) error {
 		}
 	}
 	repo := c.QueryParam("repo")
-	st, err := d.svc.Stats(c.Request().Context(), time.Duration(days)*24*time.Hour, repo)
+	st, err := d.reads.Reports.Stats(c.Request().Context(), time.Duration(days)*24*time.Hour, repo)
 	if err != nil {
 		return d.fail(c, p, err)
 	}

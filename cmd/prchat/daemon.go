@@ -21,10 +21,7 @@ import (
 	"github.com/prchat/prchat/worker"
 )
 
-var (
-	_ openai.Sessions = (*store.AgentSessions)(nil)
-	_ api.Service     = (*chat.Service)(nil)
-)
+var _ openai.Sessions = (*store.AgentSessions)(nil)
 
 // role says which parts a process runs.
 type role struct {
@@ -69,7 +66,7 @@ type daemon struct {
 	queue      *worker.Queue
 	events     *worker.Events
 	hosts      *worker.Hosts
-	svc        *chat.Service
+	domain     *domain
 	api        *api.Server // the API, or the probes of a worker alone
 	ln         net.Listener
 	heartbeat  *worker.Heartbeat

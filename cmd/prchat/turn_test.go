@@ -57,12 +57,12 @@ func TestCancelKillsTheAgent(t *testing.T) {
 	conv, _ := e.ask(v, "Hang?")
 	e.waitCalls(1)
 	id := mustTurnID(t, e, conv, 1)
-	if !e.d.svc.Running(id) {
+	if !e.d.domain.runner.Running(id) {
 		t.Fatal("the worker does not run the turn")
 	}
 	e.do("POST", "/api/v1/conversations/"+conv+"/turns/1/cancel", nil, http.StatusAccepted, nil)
 	deadline := time.Now().Add(10 * time.Second)
-	for e.d.svc.Running(id) {
+	for e.d.domain.runner.Running(id) {
 		if time.Now().After(deadline) {
 			t.Fatal("the agent call was still running 10s after cancel")
 		}

@@ -32,7 +32,7 @@ import (
 // and listen.
 
 // openCore opens what every process has: the database, Redis, the queue,
-// the live events, and the chat service with the backends of r; an API
+// the live events, and chat's roles with the backends of r; an API
 // checks that it is not open to anyone.
 func (d *daemon) openCore(ctx context.Context, cfg Config, r role, o options) (err error) {
 	if cfg.RedisURL == "" && !r.embedded {
@@ -70,7 +70,7 @@ func (d *daemon) openCore(ctx context.Context, cfg Config, r role, o options) (e
 		}
 		backends = append(builtIn, backends...)
 	}
-	if d.svc, err = d.newService(cfg, r, o, masker, backends); err != nil {
+	if d.domain, err = d.newDomain(cfg, r, o, masker, backends); err != nil {
 		return err
 	}
 	if d.access, err = chat.NewAccess(chat.AccessConfig{Logger: d.log}, d.store); err != nil {
@@ -126,8 +126,8 @@ func agentBackends(cfg Config, d *daemon, log *slog.Logger) ([]chat.Backend, err
 		APIKey:   cfg.OpenAIAPIKey,
 		Model:    cfg.OpenAIModel,
 		Sessions: d.store.AgentSessions(chat.BackendOpenAI),
-		// With the stored keys, as the service learns them.
-		Mask:   func(s string) string { return d.svc.MaskString(s) },
+		// With the stored keys, as the roles learn them.
+		Mask:   func(s string) string { return d.domain.masker.MaskString(s) },
 		Logger: log,
 	})
 	if err != nil {
@@ -144,8 +144,8 @@ func agentBackends(cfg Config, d *daemon, log *slog.Logger) ([]chat.Backend, err
 	return []chat.Backend{local.New(local.Config{}), oa, cl, cx}, nil
 }
 
-// newService makes the chat service on the core's parts.
-func (d *daemon) newService(cfg Config, r role, o options, masker *mask.Masker, backends []chat.Backend) (*chat.Service, error) {
+// newDomain makes chat's roles on the core's parts.
+func (d *daemon) newDomain(cfg Config, r role, o options, base *mask.Masker, backends []chat.Backend) (*domain, error) {
 	secret, err := cfg.secretKey()
 	if err != nil {
 		return nil, err
@@ -158,50 +158,51 @@ func (d *daemon) newService(cfg Config, r role, o options, masker *mask.Masker, 
 	if err != nil {
 		return nil, err
 	}
-	deps := chat.Deps{
-		Store: d.store, Settings: d.store, Histories: d.store, Reports: d.store,
+	parts := domainParts{
+		store: d.store, queue: d.queue, pinger: d.queue, hosts: d.hosts,
+		publisher: d.events, follower: d.events,
+		observer: worker.NewMetrics(d.registry, d.queue), sealer: sealer, log: d.log,
+		// Masked: the configured secrets, the App key and the stored keys.
+		masker: chat.NewMasker(base, d.store, sealer, d.log, nil),
 		// Agent CLI sessions travel in the database, sealed.
-		SessionFiles: d.store,
-		SessionCheckers: map[string]chat.SessionChecker{
+		sessionFiles: d.store,
+		checkers: map[string]chat.SessionChecker{
 			chat.BackendClaudeCode: claude.CheckSessionFile,
 			chat.BackendCodex:      codex.CheckSessionFile,
 		},
-		Queue: d.queue, Hosts: d.hosts, Publisher: d.events, Follower: d.events,
-		Observer: worker.NewMetrics(d.registry, d.queue), Sealer: sealer, Masker: masker, Logger: d.log,
-		Backends: backends,
+		backends: backends,
 		// Registration and review checks read clones, and the dashboard
 		// shows their files, wherever the API runs; only a worker prepares
 		// run directories.
-		Clones: d.workspaces, Files: d.workspaces,
-		Limiter: worker.NewRateLimiter(d.rdb),
+		clones: d.workspaces, files: d.workspaces,
+		limiter: worker.NewRateLimiter(d.rdb),
 		// Questions from PR comments, answered back on their forge.
-		Comments: d.store, Forges: d.forges.list(), CommentObserver: worker.NewReplyMetrics(d.registry),
+		forges: d.forges.list(), replies: worker.NewReplyMetrics(d.registry),
 	}
 	if r.worker {
-		deps.Workspaces = d.workspaces
+		parts.workspaces = d.workspaces
 	}
-	return chat.NewService(chat.Config{
-		WorkerID:        cfg.WorkerID,
-		Policy:          d.policy,
-		MaxRepairs:      cfg.MaxRepairs,
-		MaxSessionBytes: cfg.MaxSessionBytes,
-		MaxCalls:        cfg.MaxCalls,
-		MaxTokens:       cfg.MaxTokens,
-		DefaultBackend:  cfg.DefaultBackend,
-		Providers:       cfg.providers(),
-		DefaultProvider: "openai",
-		ReposRoots:      roots,
+	return newDomain(domainSettings{
+		workerID:        cfg.WorkerID,
+		policy:          d.policy,
+		maxRepairs:      cfg.MaxRepairs,
+		maxSessionBytes: cfg.MaxSessionBytes,
+		maxCalls:        cfg.MaxCalls,
+		maxTokens:       cfg.MaxTokens,
+		defaultBackend:  cfg.DefaultBackend,
+		providers:       cfg.providers(),
+		reposRoots:      roots,
 		// With no roots configured, a loopback daemon's own users may
 		// register any path; a reachable one takes none.
-		AnyPath:           len(roots) == 0 && loopback(cfg.Listen),
-		AllowFileURLs:     cfg.AllowFileURLs,
-		CloneAllowPrivate: cfg.CloneAllowPrivate,
-		QuestionsPerRepo:  cfg.RateQuestionsRepo,
-		QuestionsPerToken: cfg.RateQuestionsToken,
-		CommentPoll:       o.commentPoll,
-		CommentBackoff:    o.commentBackoff,
-		CommentLease:      o.commentLease,
-	}, deps)
+		anyPath:           len(roots) == 0 && loopback(cfg.Listen),
+		allowFileURLs:     cfg.AllowFileURLs,
+		cloneAllowPrivate: cfg.CloneAllowPrivate,
+		questionsPerRepo:  cfg.RateQuestionsRepo,
+		questionsPerToken: cfg.RateQuestionsToken,
+		commentPoll:       o.commentPoll,
+		commentBackoff:    o.commentBackoff,
+		commentLease:      o.commentLease,
+	}, parts)
 }
 
 // startWorker starts a worker's parts: its heartbeat, the asynq server
@@ -210,7 +211,7 @@ func (d *daemon) newService(cfg Config, r role, o options, masker *mask.Masker, 
 func (d *daemon) startWorker(ctx context.Context, cfg Config, o options) (err error) {
 	id := worker.NewIdentity(cfg.WorkerID)
 	d.runner = id.Runner()
-	if d.reconciler, err = worker.NewReconciler(d.svc, d.queue, d.hosts, worker.ReconcilerConfig{
+	if d.reconciler, err = worker.NewReconciler(d.domain.turns, d.queue, d.hosts, worker.ReconcilerConfig{
 		Interval: cfg.ReconcileInterval, Grace: o.reconcileGrace, Policy: d.policy, Holder: id.Runner(), Logger: d.log,
 	}); err != nil {
 		return err
@@ -226,7 +227,7 @@ func (d *daemon) startWorker(ctx context.Context, cfg Config, o options) (err er
 	if err = d.heartbeat.Start(run); err != nil {
 		return err
 	}
-	if d.server, err = worker.NewServer(d.rdb, d.svc, worker.ServerConfig{
+	if d.server, err = worker.NewServer(d.rdb, d.domain.runner, worker.ServerConfig{
 		Identity:          id,
 		Concurrency:       cfg.Concurrency,
 		TaskCheckInterval: cfg.PollInterval,
@@ -256,7 +257,7 @@ func (d *daemon) startWorker(ctx context.Context, cfg Config, o options) (err er
 	if !d.forges.enabled(cfg) {
 		return nil
 	}
-	if d.outbox, err = worker.NewOutbox(d.svc, worker.OutboxConfig{Interval: o.outboxInterval, Logger: d.log}); err != nil {
+	if d.outbox, err = worker.NewOutbox(d.domain.webhooks, worker.OutboxConfig{Interval: o.outboxInterval, Logger: d.log}); err != nil {
 		return err
 	}
 	return d.outbox.Start(ctx)
@@ -274,13 +275,13 @@ func (d *daemon) mountAPI(cfg Config) error {
 		SecureCookies: strings.HasPrefix(cfg.PublicURL, "https://"),
 		Logger:        d.log,
 		AdminQueues:   worker.NewQueueMonitor(d.rdb, "/admin/queues"),
-	}, d.svc)
+	}, d.domain.dashboard())
 	if err != nil {
 		return err
 	}
 	gh, gl := d.forges.webhooks(cfg)
 	d.api, err = api.New(api.Config{Registry: d.registry, Logger: d.log, Access: d.access, RequestRate: cfg.RateRequests, MaxSessionBytes: cfg.MaxSessionBytes,
-		Dashboard: dash, GitHub: gh, GitLab: gl, PublicURL: cfg.PublicURL, Sessions: sessions}, d.svc)
+		Dashboard: dash, GitHub: gh, GitLab: gl, PublicURL: cfg.PublicURL, Sessions: sessions}, d.domain.api())
 	return err
 }
 

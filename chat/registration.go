@@ -8,9 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
-	"time"
 )
 
 // Clones checks repositories and commits when they are registered and
@@ -29,118 +27,29 @@ type Clones interface {
 // repository's clone, even after a fetch. The API answers it with 422.
 var ErrUnknownCommit = errors.New("commit is not in the repository's clone")
 
-// Rate is a limit of Count events per Per, with bursts of up to Count. A
-// zero Count means no limit.
-type Rate struct {
-	Count int
-	Per   time.Duration
-}
-
-// Off reports whether the rate sets no limit.
-func (r Rate) Off() bool { return r.Count <= 0 || r.Per <= 0 }
-
-// RateLimiter counts events against limits that hold for the whole
-// deployment (every API process). Implemented by package worker on Redis.
-type RateLimiter interface {
-	// Allow takes one event of key under limit at now. When the limit is
-	// reached it takes nothing and returns how long until an event is
-	// allowed again.
-	Allow(ctx context.Context, key string, limit Rate, now time.Time) (retryAfter time.Duration, err error)
-}
-
-// RateLimited returns the error of a request refused by a rate limit:
-// CodeRateLimited, with the wait in RetryAfter.
-func RateLimited(what string, retryAfter time.Duration) *Error {
-	return &Error{Code: CodeRateLimited, Message: fmt.Sprintf("too many %s; try again in %s", what, retryAfter.Round(time.Second)), RetryAfter: retryAfter}
-}
-
-// sees reports whether the request's token (if any) may see repo.
-func sees(ctx context.Context, repo string) bool {
-	t, ok := limitedToken(ctx)
-	return !ok || t.Sees(repo)
-}
-
-func repositoryNotFound(name string) error {
-	return Errorf(CodeRepositoryNotFound, "repository %s is not registered", name)
-}
-
-func conversationNotFound(id string) error {
-	return Errorf(CodeNotFound, "conversation %s not found", id)
-}
-
-// conversationHead returns a conversation without its turns if the
-// request's token may see it, else the error of a missing one.
-func (s *Service) conversationHead(ctx context.Context, id string) (Conversation, error) {
-	c, err := s.store.ConversationHead(ctx, id)
-	if err == nil && !sees(ctx, c.Repository) {
-		return Conversation{}, conversationNotFound(id)
-	}
-	return c, err
-}
-
-// seeConversation checks, for a token limited to some repositories, that
-// the conversation is one of theirs. An unlimited token costs no query.
-func (s *Service) seeConversation(ctx context.Context, id string) error {
-	if _, ok := limitedToken(ctx); !ok {
-		return nil
-	}
-	_, err := s.conversationHead(ctx, id)
-	return err
-}
-
-// limitQuestion takes one question from the limits of the repository and
-// of the request's token. Questions without a token (an API that is open
-// because no token exists yet: a loopback daemon's own users) are not
-// limited.
-func (s *Service) limitQuestion(ctx context.Context, repo string) error {
-	if _, ok := TokenFrom(ctx); s.limiter == nil || !ok {
-		return nil
-	}
-	now := s.now()
-	if !s.cfg.QuestionsPerRepo.Off() {
-		wait, err := s.limiter.Allow(ctx, "repo:"+repo, s.cfg.QuestionsPerRepo, now)
-		if err != nil {
-			return fmt.Errorf("rate limit of %s: %w", repo, err)
-		}
-		if wait > 0 {
-			return RateLimited("questions about "+repo, wait)
-		}
-	}
-	if t, _ := TokenFrom(ctx); !s.cfg.QuestionsPerToken.Off() {
-		wait, err := s.limiter.Allow(ctx, "token:"+t.ID, s.cfg.QuestionsPerToken, now)
-		if err != nil {
-			return fmt.Errorf("rate limit of token %s: %w", t.ID, err)
-		}
-		if wait > 0 {
-			return RateLimited("questions with this token", wait)
-		}
-	}
-	return nil
-}
-
 // checkRegistration checks a repository to register: its clone path is a
 // git repository under an allowed root (stored with symbolic links
 // resolved), its clone URL a transport that cannot read the host's files,
 // to a host that does not resolve to a private address.
-func (s *Service) checkRegistration(ctx context.Context, r *Repository) error {
+func (a *Admin) checkRegistration(ctx context.Context, r *Repository) error {
 	if r.ClonePath != "" {
-		path, err := s.allowedPath(r.ClonePath, "clone_path")
+		path, err := a.roots.allowedPath(r.ClonePath, "clone_path")
 		if err != nil {
 			return err
 		}
-		if s.clones == nil {
+		if a.clones == nil {
 			return Errorf(CodeUnavailable, "this server cannot check clones")
 		}
-		if err := s.clones.CheckClone(ctx, path); err != nil {
+		if err := a.clones.CheckClone(ctx, path); err != nil {
 			return &Error{Code: CodeInvalid, Message: fmt.Sprintf("clone_path %s is not a git repository", r.ClonePath), Err: err}
 		}
 		r.ClonePath = path
 	}
 	if r.CloneURL != "" {
-		if err := CheckCloneURL(r.CloneURL, s.cfg.AllowFileURLs); err != nil {
+		if err := CheckCloneURL(r.CloneURL, a.cfg.AllowFileURLs); err != nil {
 			return err
 		}
-		if !s.cfg.CloneAllowPrivate {
+		if !a.cfg.CloneAllowPrivate {
 			// A host that cannot be looked up now is taken: the check
 			// that counts is the one before git connects.
 			if _, _, err := CheckCloneHost(ctx, nil, r.CloneURL); ErrorCode(err) == CodeInvalid {
@@ -151,10 +60,17 @@ func (s *Service) checkRegistration(ctx context.Context, r *Repository) error {
 	return nil
 }
 
+// repoRoots are the folders under which clone paths and review run
+// directories may lie; any allows any path.
+type repoRoots struct {
+	roots []string
+	any   bool
+}
+
 // allowedPath returns path, absolute with its symbolic links resolved, if
 // it is under one of the configured roots (or anywhere, when any path is
 // allowed). field names the path in errors, which never name the roots.
-func (s *Service) allowedPath(path, field string) (string, error) {
+func (rr repoRoots) allowedPath(path, field string) (string, error) {
 	if !filepath.IsAbs(path) {
 		return "", Errorf(CodeInvalid, "%s must be an absolute path", field)
 	}
@@ -165,13 +81,13 @@ func (s *Service) allowedPath(path, field string) (string, error) {
 		}
 		return "", &Error{Code: CodeInvalid, Message: fmt.Sprintf("%s %s cannot be read on the server", field, path), Err: err}
 	}
-	if s.cfg.AnyPath {
+	if rr.any {
 		return real, nil
 	}
-	if len(s.cfg.ReposRoots) == 0 {
+	if len(rr.roots) == 0 {
 		return "", Errorf(CodeInvalid, "this server takes no %s: no repository roots are configured (PRCHAT_REPOS_ROOTS)", field)
 	}
-	for _, root := range s.cfg.ReposRoots {
+	for _, root := range rr.roots {
 		if rr, err := filepath.EvalSymlinks(root); err == nil {
 			root = rr
 		}
@@ -229,7 +145,7 @@ var plainID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
 // checkReview checks a review to record against its repository: its
 // commits exist in the clone (stored as full ids), its run directory is
 // under an allowed root, its session id has its backend's form.
-func (s *Service) checkReview(ctx context.Context, rp Repository, r *Review) error {
+func (a *Admin) checkReview(ctx context.Context, rp Repository, r *Review) error {
 	if r.SessionID != "" {
 		pattern := plainID
 		if r.Backend == BackendClaudeCode || r.Backend == BackendCodex {
@@ -250,13 +166,13 @@ func (s *Service) checkReview(ctx context.Context, rp Repository, r *Review) err
 		// only says which paths of the file to map to a worker's run
 		// directory, and no agent ever runs in it).
 		if _, err := os.Stat(r.RunDir); err == nil {
-			real, err := s.allowedPath(r.RunDir, "run_dir")
+			real, err := a.roots.allowedPath(r.RunDir, "run_dir")
 			if err != nil {
 				return err
 			}
 			r.RunDir = real
 		} else if r.SessionHost != "" {
-			if err := s.underRoots(r.RunDir); err != nil {
+			if err := a.roots.underRoots(r.RunDir); err != nil {
 				return err
 			}
 		}
@@ -264,7 +180,7 @@ func (s *Service) checkReview(ctx context.Context, rp Repository, r *Review) err
 	if rp.ClonePath == "" && rp.CloneURL == "" {
 		return nil // nothing to check against; a question answers needs_clone
 	}
-	if s.clones == nil {
+	if a.clones == nil {
 		return Errorf(CodeUnavailable, "this server cannot check commits")
 	}
 	for _, c := range []struct {
@@ -274,7 +190,7 @@ func (s *Service) checkReview(ctx context.Context, rp Repository, r *Review) err
 		if *c.sha == "" {
 			continue
 		}
-		full, err := s.clones.ResolveCommit(ctx, rp, *c.sha)
+		full, err := a.clones.ResolveCommit(ctx, rp, *c.sha)
 		if err != nil {
 			if errors.Is(err, ErrUnknownCommit) || ErrorCode(err) == CodeNeedsClone {
 				return &Error{Code: CodeInvalid, Message: fmt.Sprintf("%s %s is not a commit of %s", c.field, *c.sha, rp.Name), Err: errors.Join(ErrUnknownCommit, err)}
@@ -288,41 +204,14 @@ func (s *Service) checkReview(ctx context.Context, rp Repository, r *Review) err
 
 // underRoots checks a path that does not exist here lexically against the
 // roots.
-func (s *Service) underRoots(path string) error {
-	if s.cfg.AnyPath {
+func (rr repoRoots) underRoots(path string) error {
+	if rr.any {
 		return nil
 	}
-	for _, root := range s.cfg.ReposRoots {
+	for _, root := range rr.roots {
 		if rel, err := filepath.Rel(root, path); err == nil && (rel == "." || filepath.IsLocal(rel)) {
 			return nil
 		}
 	}
 	return Errorf(CodeInvalid, "run_dir %s is not under a repository root of this server (PRCHAT_REPOS_ROOTS)", path)
-}
-
-// ParseRate reads a rate as settings write it: N/s, N/m or N/h (or N/<duration> such as N/10s); 0 is
-// no limit.
-func ParseRate(v string) (Rate, error) {
-	if v == "0" || v == "" {
-		return Rate{}, nil
-	}
-	n, per, ok := strings.Cut(v, "/")
-	count, err := strconv.Atoi(n)
-	if !ok || err != nil || count < 0 {
-		return Rate{}, fmt.Errorf("not a rate such as 60/m: %q", v)
-	}
-	var d time.Duration
-	switch per {
-	case "s":
-		d = time.Second
-	case "m":
-		d = time.Minute
-	case "h":
-		d = time.Hour
-	default:
-		if d, err = time.ParseDuration(per); err != nil || d <= 0 {
-			return Rate{}, fmt.Errorf("not a rate such as 60/m: %q", v)
-		}
-	}
-	return Rate{Count: count, Per: d}, nil
 }

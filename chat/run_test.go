@@ -11,6 +11,7 @@ import (
 	"github.com/prchat/prchat/agentsession/agentsessiontest"
 	"github.com/prchat/prchat/agentsession/scripted"
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/chat/chattest"
 	"github.com/prchat/prchat/chat/mask"
 	"github.com/prchat/prchat/store/storetest"
 )
@@ -60,10 +61,10 @@ func (h *fakeHosts) kill(r string) {
 }
 
 type fixture struct {
-	store    chat.Store
+	store    chattest.Store
 	hosts    *fakeHosts
 	scripted *scripted.Backend
-	services []*chat.Service
+	services []*chattest.Domain
 	conv     string
 	turn     string
 }
@@ -76,7 +77,7 @@ func setup(t *testing.T) *fixture {
 }
 
 // setupStore is setup on the store st.
-func setupStore(t *testing.T, st chat.Store) *fixture {
+func setupStore(t *testing.T, st chattest.Store) *fixture {
 	t.Helper()
 	f := &fixture{store: st, hosts: &fakeHosts{dead: map[string]bool{}}, scripted: scripted.New("")}
 	repo := agentsessiontest.NewRepo(t, map[string]string{"a.go": "package a\n\nfunc A() {}\n"})
@@ -85,7 +86,7 @@ func setupStore(t *testing.T, st chat.Store) *fixture {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"w1", "w2"} {
-		svc, err := chat.NewService(chat.Config{WorkerID: id, MaxRepairs: 2, AnyPath: true}, chat.Deps{
+		svc, err := chattest.New(chattest.Config{WorkerID: id, MaxRepairs: 2, AnyPath: true}, chattest.Deps{
 			Store: f.store, Queue: &fakeQueue{}, Hosts: f.hosts, Workspaces: ws, Clones: ws,
 			Backends: []chat.Backend{f.scripted}, Masker: mask.New(),
 		})
@@ -97,13 +98,13 @@ func setupStore(t *testing.T, st chat.Store) *fixture {
 	ctx := context.Background()
 	svc := f.services[0]
 	r := repo.Repository("acme/a")
-	if _, _, err := svc.RegisterRepository(ctx, r); err != nil {
+	if _, _, err := svc.Admin.RegisterRepository(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.RecordReview(ctx, "acme/a", chat.Review{PR: 1, HeadSHA: repo.Head(), Backend: "scripted"}); err != nil {
+	if _, err := svc.Admin.RecordReview(ctx, "acme/a", chat.Review{PR: 1, HeadSHA: repo.Head(), Backend: "scripted"}); err != nil {
 		t.Fatal(err)
 	}
-	c, _, err := svc.Ask(ctx, "acme/a", 1, 0, chat.Ask{Question: "What does A do?"})
+	c, _, err := svc.Turns.Ask(ctx, "acme/a", 1, 0, chat.Ask{Question: "What does A do?"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,11 +144,11 @@ func TestFencingTwoRunsStoreOneAnswer(t *testing.T) {
 	f.scripted.Push(scripted.Step{Answer: answer("from the second run")})
 
 	first := make(chan error, 1)
-	go func() { first <- f.services[0].Run(ctx, f.turn, "w1/a") }()
+	go func() { first <- f.services[0].Runner.Run(ctx, f.turn, "w1/a") }()
 	waitFor(t, "the first run's agent call", func() bool { return len(f.scripted.Requests()) == 1 })
 
 	// While the first runner is alive, a duplicate delivery does nothing.
-	if err := f.services[1].Run(ctx, f.turn, "w2/b"); err != nil {
+	if err := f.services[1].Runner.Run(ctx, f.turn, "w2/b"); err != nil {
 		t.Fatalf("duplicate run: %v", err)
 	}
 	if n := len(f.scripted.Requests()); n != 1 {
@@ -156,7 +157,7 @@ func TestFencingTwoRunsStoreOneAnswer(t *testing.T) {
 
 	// The first worker is taken for dead: the next delivery takes over.
 	f.hosts.kill("w1/a")
-	if err := f.services[1].Run(ctx, f.turn, "w2/b"); err != nil {
+	if err := f.services[1].Runner.Run(ctx, f.turn, "w2/b"); err != nil {
 		t.Fatalf("takeover run: %v", err)
 	}
 	close(release)
@@ -201,10 +202,10 @@ func TestRunOfASettledTurnDoesNothing(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
-	if _, err := f.services[0].Cancel(ctx, f.conv, 1); err != nil {
+	if _, err := f.services[0].Turns.Cancel(ctx, f.conv, 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.services[1].Run(ctx, f.turn, "w2/b"); err != nil {
+	if err := f.services[1].Runner.Run(ctx, f.turn, "w2/b"); err != nil {
 		t.Fatalf("run: %v", err)
 	}
 	if n := len(f.scripted.Requests()); n != 0 {
@@ -223,12 +224,12 @@ func TestTooManyAttemptsIsInterrupted(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
 	for i, runner := range []string{"x/1", "x/2", "x/3"} {
-		if _, err := f.store.ClaimTurn(ctx, f.turn, runner, nil); err != nil {
+		if _, _, err := f.store.ClaimTurnWithConversation(ctx, f.turn, runner, nil); err != nil {
 			t.Fatalf("claim %d: %v", i, err)
 		}
 		f.hosts.kill(runner)
 	}
-	if err := f.services[0].Run(ctx, f.turn, "w1/a"); err != nil {
+	if err := f.services[0].Runner.Run(ctx, f.turn, "w1/a"); err != nil {
 		t.Fatal(err)
 	}
 	turn, _ := f.store.Turn(ctx, f.conv, 1)
@@ -256,21 +257,21 @@ func TestSoleWorkerRoutesEveryTurnToTheSharedQueue(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		svc, err := chat.NewService(chat.Config{WorkerID: "w1", Policy: chat.TurnPolicy{SoleWorker: sole}, AnyPath: true}, chat.Deps{
+		svc, err := chattest.New(chattest.Config{WorkerID: "w1", Policy: chat.TurnPolicy{SoleWorker: sole}, AnyPath: true}, chattest.Deps{
 			Store: st, Queue: q, Hosts: hosts, Backends: []chat.Backend{scripted.New("")}, Masker: mask.New(), Clones: ws,
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ctx := context.Background()
-		if _, _, err := svc.RegisterRepository(ctx, repo.Repository("acme/a")); err != nil {
+		if _, _, err := svc.Admin.RegisterRepository(ctx, repo.Repository("acme/a")); err != nil {
 			t.Fatal(err)
 		}
 		rev := chat.Review{PR: 1, HeadSHA: repo.Head(), Backend: "scripted", SessionID: "s1", SessionHost: "w1"}
-		if _, err := svc.RecordReview(ctx, "acme/a", rev); err != nil {
+		if _, err := svc.Admin.RecordReview(ctx, "acme/a", rev); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := svc.Ask(ctx, "acme/a", 1, 0, chat.Ask{Question: "Why?"}); err != nil {
+		if _, _, err := svc.Turns.Ask(ctx, "acme/a", 1, 0, chat.Ask{Question: "Why?"}); err != nil {
 			t.Fatal(err)
 		}
 		turns, err := st.PendingTurns(ctx)
@@ -306,10 +307,10 @@ func TestUsageAndNotesOnce(t *testing.T) {
 		Answer: answer("A does nothing."),
 		Usage:  chat.Usage{InputTokens: 150, OutputTokens: 14, Calls: 2},
 	})
-	if err := f.services[0].Run(ctx, f.turn, "w1/a"); err != nil {
+	if err := f.services[0].Runner.Run(ctx, f.turn, "w1/a"); err != nil {
 		t.Fatal(err)
 	}
-	evs, err := f.services[0].Transcript(ctx, f.conv, 1)
+	evs, err := f.services[0].Subscriptions.Transcript(ctx, f.conv, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
