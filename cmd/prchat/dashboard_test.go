@@ -50,7 +50,9 @@ func findChromium() string {
 	return ""
 }
 
-func newBrowser(t *testing.T) *browser {
+// newBrowser starts a headless Chromium for the test, with extra options
+// (flags) beside the usual ones.
+func newBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) *browser {
 	t.Helper()
 	bin := findChromium()
 	if bin == "" {
@@ -70,6 +72,7 @@ func newBrowser(t *testing.T) *browser {
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1280, 900),
 	)
+	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(actx)
 	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
