@@ -50,7 +50,7 @@ func TestHangingAPIMeetsTheDeadline(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	e.api.Push(responses.Reply{Hang: true})
-	const limit = 5 * time.Second // time for a loaded machine to reach the API
+	const limit = 20 * time.Second // time for a loaded machine to start the CLI and reach the API
 	ctx, cancel := context.WithTimeout(t.Context(), limit)
 	defer cancel()
 	start := time.Now()
