@@ -187,8 +187,10 @@ func TestPassCostsTheSameForTenTurnsOrTwoHundred(t *testing.T) {
 		}
 		return counter.n.Load() - before
 	}
+	// Flat: twenty times the turns cost no more commands, give or take the
+	// one or two a pass sends when its client's pool opens a connection.
 	few, many := commands(10, 1), commands(200, 1)
-	if few != many {
+	if many > few+2 || many < few-2 {
 		t.Errorf("a pass sent %d Redis commands for 10 turns, %d for 200", few, many)
 	}
 	oneHost, eightHosts := commands(50, 1), commands(50, 8)
