@@ -6,6 +6,8 @@ GO ?= go
 
 # test runs every test: the embedded SQLite and Redis by default, the real
 # Postgres and Redis when PRCHAT_TEST_DATABASE_URL / PRCHAT_TEST_REDIS_URL are set.
+# A test waits for what it awaits up to 30 s; PRCHAT_TEST_TIMEOUT_SCALE=3
+# triples that (and every scaled deadline) on a slow machine.
 test:
 	$(GO) test -count=1 -timeout 30m ./...
 

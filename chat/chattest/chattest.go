@@ -1,6 +1,9 @@
-// Package chattest builds chat's roles for tests: the roles of one
-// process over one store, sharing one Catalog, wired as cmd/prchat wires
-// them, from one Config and one Deps.
+// Package chattest is what tests of every package share: it builds
+// chat's roles (the roles of one process over one store, sharing one
+// Catalog, wired as cmd/prchat wires them, from one Config and one Deps),
+// and it is the one way a test waits (Eventually, Receive, Context),
+// under deadlines that PRCHAT_TEST_TIMEOUT_SCALE lengthens for a slow
+// machine.
 package chattest
 
 import (
