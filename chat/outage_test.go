@@ -5,12 +5,14 @@ import (
 	"errors"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prchat/prchat/agentsession/scripted"
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/chat/chattest"
 	"github.com/prchat/prchat/store/storetest"
 )
 
@@ -40,14 +42,14 @@ func TestRunWaitsOutAnOutageBeforeItsClaim(t *testing.T) {
 	proxy.Cut()
 	done := make(chan error, 1)
 	go func() { done <- f.services[0].Runner.Run(context.Background(), f.turn, "w1/a") }()
-	time.Sleep(800 * time.Millisecond)
+	time.Sleep(800 * time.Millisecond) // the outage lasts a while: the behaviour under test
 	select {
 	case err := <-done:
 		t.Fatalf("run ended during the outage: %v", err)
 	default:
 	}
 	proxy.Restore()
-	if err := <-done; err != nil {
+	if err := chattest.Receive(t, "the run to end after the outage", done); err != nil {
 		t.Fatalf("run: %v", err)
 	}
 	turn, err := f.store.Turn(context.Background(), f.conv, 1)
@@ -68,13 +70,16 @@ func TestRunWaitsOutAnOutageBeforeItsFinish(t *testing.T) {
 	ctx := context.Background()
 	done := make(chan error, 1)
 	go func() { done <- f.services[0].Runner.Run(ctx, f.turn, "w1/a") }()
-	waitFor(t, "the agent call", func() bool { return len(f.scripted.Requests()) == 1 })
-	time.Sleep(50 * time.Millisecond) // its first events are stored
+	chattest.Eventually(t, "the agent call", func() bool { return len(f.scripted.Requests()) == 1 })
+	chattest.Eventually(t, "the call's first event stored", func() bool {
+		evs, err := f.store.Events(ctx, f.turn, 0)
+		return err == nil && slices.ContainsFunc(evs, func(e chat.Event) bool { return e.Type == chat.EventToolStart })
+	})
 	proxy.Cut()
 	close(release)
-	time.Sleep(800 * time.Millisecond)
+	time.Sleep(800 * time.Millisecond) // the outage lasts a while: the behaviour under test
 	proxy.Restore()
-	if err := <-done; err != nil {
+	if err := chattest.Receive(t, "the run to end after the outage", done); err != nil {
 		t.Fatalf("run: %v", err)
 	}
 	turn, err := f.store.Turn(ctx, f.conv, 1)

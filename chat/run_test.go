@@ -5,7 +5,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/prchat/prchat/agentsession"
 	"github.com/prchat/prchat/agentsession/agentsessiontest"
@@ -120,17 +119,6 @@ func answer(text string) *chat.Answer {
 	return &chat.Answer{AnswerMarkdown: text, Citations: []chat.Citation{{Path: "a.go", StartLine: 3, EndLine: 3}}}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // TestFencingTwoRunsStoreOneAnswer simulates asynq's duplicate delivery
 // after a worker was taken for dead: the second run takes the turn over,
 // and the first, when it wakes, stores nothing.
@@ -145,7 +133,7 @@ func TestFencingTwoRunsStoreOneAnswer(t *testing.T) {
 
 	first := make(chan error, 1)
 	go func() { first <- f.services[0].Runner.Run(ctx, f.turn, "w1/a") }()
-	waitFor(t, "the first run's agent call", func() bool { return len(f.scripted.Requests()) == 1 })
+	chattest.Eventually(t, "the first run's agent call", func() bool { return len(f.scripted.Requests()) == 1 })
 
 	// While the first runner is alive, a duplicate delivery does nothing.
 	if err := f.services[1].Runner.Run(ctx, f.turn, "w2/b"); err != nil {

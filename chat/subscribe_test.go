@@ -138,20 +138,18 @@ func (f *waitFixture) waitAsync(wait time.Duration) <-chan waitResult {
 func TestWaitTurnWakesOnTheFinalEvent(t *testing.T) {
 	t.Parallel()
 	f := setupWait(t, true)
-	const wait = 30 * time.Second
 	f.store.reads.Store(0)
-	res := f.waitAsync(wait)
-	waitFor(t, "the long-poll to follow the turn", func() bool { return f.follower.follows.Load() == 1 })
-	time.Sleep(100 * time.Millisecond) // a polling waiter would read the store meanwhile
+	res := f.waitAsync(time.Hour) // returning within the test's patience, it followed
+	chattest.Eventually(t, "the long-poll to follow the turn", func() bool { return f.follower.follows.Load() == 1 })
+	// Not a wait for a condition: the time a polling waiter would take
+	// to read the store again, which the read count below would show.
+	time.Sleep(100 * time.Millisecond)
 	if _, err := f.other.Turns.Cancel(context.Background(), f.conv, 1); err != nil {
 		t.Fatal(err)
 	}
-	got := <-res
+	got := chattest.Receive(t, "WaitTurn to return at the final event", res)
 	if got.err != nil || got.turn.State != chat.StateCancelled {
 		t.Fatalf("WaitTurn = %v, %v; want the cancelled turn", got.turn.State, got.err)
-	}
-	if got.elapsed >= wait {
-		t.Fatalf("WaitTurn returned after the whole wait (%v)", got.elapsed)
 	}
 	// The first read, the read after following, the read at the final
 	// event.
@@ -172,13 +170,10 @@ func TestWaitTurnSeesASettleBeforeItFollows(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	const wait = 30 * time.Second
-	got := <-f.waitAsync(wait)
+	// Had it missed the settle, it would wait the hour out.
+	got := chattest.Receive(t, "WaitTurn to return with the settled turn", f.waitAsync(time.Hour))
 	if got.err != nil || got.turn.State != chat.StateCancelled {
 		t.Fatalf("WaitTurn = %v, %v; want the cancelled turn", got.turn.State, got.err)
-	}
-	if got.elapsed >= wait {
-		t.Fatalf("WaitTurn missed the settle and waited %v", got.elapsed)
 	}
 }
 
@@ -188,16 +183,19 @@ func TestWaitTurnEndsWithTheWait(t *testing.T) {
 	t.Parallel()
 	for _, follow := range []bool{true, false} {
 		f := setupWait(t, follow)
-		got := <-f.waitAsync(150 * time.Millisecond)
+		// elapsed is a lower bound a loaded machine cannot break: the
+		// wait is not cut short.
+		got := chattest.Receive(t, "WaitTurn to return at the end of its wait", f.waitAsync(150*time.Millisecond))
 		if got.err != nil || got.turn.State != chat.StateQueued || got.elapsed < 150*time.Millisecond {
 			t.Fatalf("follow %v: WaitTurn = %v, %v after %v; want the queued turn after the wait", follow, got.turn.State, got.err, got.elapsed)
 		}
-		res := f.waitAsync(30 * time.Second)
-		time.Sleep(50 * time.Millisecond)
+		reads := f.store.reads.Load()
+		res := f.waitAsync(time.Hour)
+		chattest.Eventually(t, "WaitTurn's first read", func() bool { return f.store.reads.Load() > reads })
 		if _, err := f.other.Turns.Cancel(context.Background(), f.conv, 1); err != nil {
 			t.Fatal(err)
 		}
-		if got := <-res; got.err != nil || got.turn.State != chat.StateCancelled {
+		if got := chattest.Receive(t, "WaitTurn to return at the cancel", res); got.err != nil || got.turn.State != chat.StateCancelled {
 			t.Fatalf("follow %v: WaitTurn = %v, %v; want cancelled", follow, got.turn.State, got.err)
 		}
 	}
@@ -221,8 +219,7 @@ func (s *settleHookStore) SettleTurn(ctx context.Context, turnID string, state c
 // collect reads a subscription to its end.
 func collect(t *testing.T, sub *chat.Subscription) []chat.Event {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := chattest.Context(t)
 	var got []chat.Event
 	for {
 		batch, ok := sub.Next(ctx, nil)
@@ -396,7 +393,7 @@ func TestSubscriptionFallingBehindCatchesUpFromTheStore(t *testing.T) {
 	if err := events.Publish(ctx, f.turnID, evs, nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the follow to be dropped", func() bool {
+	chattest.Eventually(t, "the follow to be dropped", func() bool {
 		select {
 		case _, ok := <-witness:
 			return !ok
@@ -404,13 +401,10 @@ func TestSubscriptionFallingBehindCatchesUpFromTheStore(t *testing.T) {
 			return false
 		}
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for len(got) < int(turn.LastSeq)+len(evs) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the subscriber got %v", got)
-		}
+	chattest.Eventually(t, "the subscriber to catch up on every event", func() bool {
 		read()
-	}
+		return len(got) >= int(turn.LastSeq)+len(evs)
+	})
 	var want []int64
 	for seq := int64(1); seq <= turn.LastSeq+int64(len(evs)); seq++ {
 		want = append(want, seq)
