@@ -94,6 +94,28 @@ func (s *Server) CodexArgs() []string {
 	}
 }
 
+// CodexConfig returns what CodexArgs sets as the text of a config.toml,
+// for a codex run whose command line the test does not write (a process
+// of its own, a script): this server as the model provider, retries,
+// plugins and the shell snapshot off. It also needs CodexEnv.
+func (s *Server) CodexConfig() string {
+	return fmt.Sprintf(`model_provider = "prchat_fake"
+
+[model_providers.prchat_fake]
+name = "prchat fake"
+base_url = %q
+wire_api = "responses"
+env_key = %q
+request_max_retries = 0
+stream_max_retries = 0
+
+[features]
+unbounded_connection_retries = false
+plugins = false
+shell_snapshot = false
+`, s.URL, APIKeyEnv)
+}
+
 // CodexEnv returns the environment CodexArgs needs (the provider's key).
 func (s *Server) CodexEnv() []string { return []string{APIKeyEnv + "=fake-key"} }
 
