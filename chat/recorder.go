@@ -143,10 +143,12 @@ func (r *recorder) endText(at time.Time) {
 	r.text = nil
 }
 
-// add numbers an event and queues it to be stored.
+// add numbers an event, encodes it (once, for the store and the
+// publisher) and queues it to be stored.
 func (r *recorder) add(e Event) {
 	r.seq++
 	e.Seq = r.seq
+	e.encode()
 	r.pending = append(r.pending, e)
 }
 

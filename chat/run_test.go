@@ -78,6 +78,12 @@ func setup(t *testing.T) *fixture {
 // setupStore is setup on the store st.
 func setupStore(t *testing.T, st chattest.Store) *fixture {
 	t.Helper()
+	return setupPublishing(t, st, nil)
+}
+
+// setupPublishing is setupStore with the Services publishing to pub.
+func setupPublishing(t *testing.T, st chattest.Store, pub chat.Publisher) *fixture {
+	t.Helper()
 	f := &fixture{store: st, hosts: &fakeHosts{dead: map[string]bool{}}, scripted: scripted.New("")}
 	repo := agentsessiontest.NewRepo(t, map[string]string{"a.go": "package a\n\nfunc A() {}\n"})
 	ws, err := agentsession.NewWorkspaces(agentsession.Config{DataDir: t.TempDir()})
@@ -87,7 +93,7 @@ func setupStore(t *testing.T, st chattest.Store) *fixture {
 	for _, id := range []string{"w1", "w2"} {
 		svc, err := chattest.New(chattest.Config{WorkerID: id, MaxRepairs: 2, AnyPath: true}, chattest.Deps{
 			Store: f.store, Queue: &fakeQueue{}, Hosts: f.hosts, Workspaces: ws, Clones: ws,
-			Backends: []chat.Backend{f.scripted}, Masker: mask.New(),
+			Backends: []chat.Backend{f.scripted}, Masker: mask.New(), Publisher: pub,
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -273,7 +273,32 @@ type Event struct {
 	Reason         Reason          `json:"reason,omitempty"`
 	TraceID        string          `json:"trace_id,omitempty"`
 	At             time.Time       `json:"at"`
+
+	// Encoded, if set, is the event's JSON encoding (the fields above, as
+	// JSON returns it), made once where the event is complete (masked and
+	// numbered), so that the store and the publisher pass the same bytes on
+	// rather than encoding it each. A change to the event after that must
+	// clear it.
+	Encoded []byte `json:"-"`
 }
 
 // Final reports whether e ends a turn's stream.
 func (e Event) Final() bool { return e.Type == EventDone || e.Type == EventError }
+
+// JSON returns the event's JSON encoding: Encoded if it is set, else the
+// encoding made now.
+func (e *Event) JSON() ([]byte, error) {
+	if len(e.Encoded) > 0 {
+		return e.Encoded, nil
+	}
+	return json.Marshal(e)
+}
+
+// encode sets e.Encoded. An event that cannot be encoded is left without
+// it: the store or the publisher reports why when it encodes it.
+func (e *Event) encode() {
+	e.Encoded = nil
+	if b, err := json.Marshal(e); err == nil {
+		e.Encoded = b
+	}
+}

@@ -310,7 +310,7 @@ func newTurnEventRows(turnID string, events []chat.Event, at time.Time) ([]turnE
 		if e.Seq <= 0 {
 			return nil, 0, fmt.Errorf("event %d (%s) has seq %d, want > 0", i, e.Type, e.Seq)
 		}
-		data, err := encodeJSON(e)
+		data, err := e.JSON()
 		if err != nil {
 			return nil, 0, fmt.Errorf("encode event %d: %w", e.Seq, err)
 		}
@@ -318,7 +318,7 @@ func newTurnEventRows(turnID string, events []chat.Event, at time.Time) ([]turnE
 		if !e.At.IsZero() {
 			created = e.At.UTC().Truncate(time.Microsecond)
 		}
-		rows[i] = turnEventRow{TurnID: turnID, Seq: e.Seq, Type: e.Type, Data: data, CreatedAt: created}
+		rows[i] = turnEventRow{TurnID: turnID, Seq: e.Seq, Type: e.Type, Data: string(data), CreatedAt: created}
 		maxSeq = max(maxSeq, e.Seq)
 	}
 	return rows, maxSeq, nil

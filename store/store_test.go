@@ -1433,3 +1433,38 @@ func TestCreateConversationsAtOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestEventsStoreTheirEncoding: an event that carries its encoding is
+// stored as those bytes, not encoded again (appended and with an outcome).
+func TestEventsStoreTheirEncoding(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		f := setup(t, s)
+		_, turn := f.converse(t)
+		run := f.claim(t, turn.ID, "w1/1")
+		// The encodings say other things than the fields: what is read back
+		// shows which was stored.
+		appended := textEvent(1, "fields")
+		appended.Encoded = []byte(`{"seq":1,"type":"text_delta","text":"encoded once","at":"2026-01-02T03:04:05Z"}`)
+		if err := s.AppendEvents(ctx, turn.ID, run.Fence, []chat.Event{appended}); err != nil {
+			t.Fatal(err)
+		}
+		final := chat.Event{Seq: 2, Type: chat.EventNote, Text: "fields"}
+		final.Encoded = []byte(`{"seq":2,"type":"note","text":"also encoded once","at":"2026-01-02T03:04:05Z"}`)
+		if err := s.FinishTurn(ctx, turn.ID, run.Fence, chat.Outcome{State: chat.StateSucceeded, Events: []chat.Event{final}}); err != nil {
+			t.Fatal(err)
+		}
+		evs, err := s.Events(ctx, turn.ID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var texts []string
+		for _, e := range evs {
+			texts = append(texts, e.Text)
+		}
+		if diff := cmp.Diff([]string{"encoded once", "also encoded once"}, texts); diff != "" {
+			t.Errorf("stored texts (-want +got):\n%s", diff)
+		}
+	})
+}

@@ -466,6 +466,7 @@ func (s *Store) SettleTurn(ctx context.Context, turnID string, state chat.State,
 		numbered := make([]chat.Event, len(events))
 		for i, e := range events {
 			e.Seq = rows[0].LastSeq - int64(len(events)-i) + 1
+			e.Encoded = nil // numbered here: encoded with its seq
 			numbered[i] = e
 		}
 		evRows, _, err := newTurnEventRows(turnID, numbered, at)

@@ -181,8 +181,9 @@ func (e *Events) Publish(ctx context.Context, turnID string, events []chat.Event
 	if len(events) > 0 {
 		key := turnKey(turnID)
 		final := false
-		for _, ev := range events {
-			data, err := json.Marshal(ev)
+		for i := range events {
+			ev := &events[i]
+			data, err := ev.JSON()
 			if err != nil {
 				return fmt.Errorf("publish events of turn %s: %w", turnID, err)
 			}

@@ -395,3 +395,34 @@ func (c *expireCounter) count(cmd redis.Cmder) {
 		c.n.Add(1)
 	}
 }
+
+// TestPublishSendsTheEventsEncoding: an event that carries its encoding is
+// published as those bytes, not encoded again.
+func TestPublishSendsTheEventsEncoding(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ev := NewEvents(e.rdb, EventsConfig{})
+	t.Cleanup(ev.Stop)
+	ctx := t.Context()
+	encoded := `{"seq":1,"type":"text_delta","text":"encoded once","at":"2026-01-02T03:04:05Z"}`
+	events := []chat.Event{
+		{Seq: 1, Type: chat.EventTextDelta, Text: "fields", Encoded: []byte(encoded)},
+		{Seq: 2, Type: chat.EventDone}, // no encoding: made here
+	}
+	if err := ev.Publish(ctx, "turn-enc", events, nil); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := e.rdb.XRange(ctx, turnKey("turn-enc"), "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 2 {
+		t.Fatalf("%d entries, want 2", len(msgs))
+	}
+	if got := msgs[0].Values["e"]; got != encoded {
+		t.Errorf("entry 1 = %v, want the event's own encoding %s", got, encoded)
+	}
+	if got, _ := msgs[1].Values["e"].(string); got == "" || got == encoded {
+		t.Errorf("entry 2 = %q, want the done event encoded", got)
+	}
+}
