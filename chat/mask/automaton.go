@@ -29,6 +29,24 @@ type automaton struct {
 	maxLen   int
 }
 
+// next runs the automaton over s from position i in state st up to the
+// first byte that ends a keyword. It returns the position after that byte
+// and the state there (st >= outBase), or len(s) and the state at the end.
+// It is kept out of its callers so that the loop runs in registers.
+//
+//go:noinline
+func (a *automaton) next(s string, i int, st uint32) (int, uint32) {
+	delta, cls, outBase := a.delta, &a.cls, a.outBase
+	for i < len(s) {
+		st = delta[st+uint32(cls[s[i]])]
+		i++
+		if st >= outBase {
+			break
+		}
+	}
+	return i, st
+}
+
 func fold(b byte) byte {
 	if 'A' <= b && b <= 'Z' {
 		return b + 'a' - 'A'

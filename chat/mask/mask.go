@@ -153,20 +153,18 @@ type cand struct {
 // depth at the end of s.
 func (m *Masker) scan(s string, stream bool, skip int, cands []cand) (_ []cand, limit, depth int) {
 	a := m.ac
-	delta, cls, outBase := a.delta, &a.cls, a.outBase
 	limit = len(s)
 	st := uint32(0)
 	var memo assignMemo
-	for i := 0; i < len(s); i++ {
-		st = delta[st+uint32(cls[s[i]])]
-		if st < outBase {
-			continue
+	for i := 0; i < len(s); {
+		if i, st = a.next(s, i, st); st < a.outBase {
+			continue // the end of s
 		}
 		q := st / a.ncls
 		for _, ki := range a.outs[a.outStart[q]:a.outStart[q+1]] {
 			kw := &a.kws[ki]
 			sp := m.specs[kw.rule]
-			ke := i + 1
+			ke := i
 			ks := ke - len(kw.lit)
 			if ks < skip {
 				continue
@@ -229,16 +227,13 @@ type hit struct {
 // appends the keyword occurrences it finds to hits.
 func (m *Masker) advance(s string, from int, st uint32, hits []hit) (uint32, []hit) {
 	a := m.ac
-	delta, cls, outBase := a.delta, &a.cls, a.outBase
-	for i := from; i < len(s); i++ {
-		st = delta[st+uint32(cls[s[i]])]
-		if st < outBase {
-			continue
+	for i := from; i < len(s); {
+		if i, st = a.next(s, i, st); st < a.outBase {
+			continue // the end of s
 		}
 		q := st / a.ncls
 		for _, ki := range a.outs[a.outStart[q]:a.outStart[q+1]] {
-			ke := i + 1
-			hits = append(hits, hit{ks: ke - len(a.kws[ki].lit), ke: ke, ki: ki})
+			hits = append(hits, hit{ks: i - len(a.kws[ki].lit), ke: i, ki: ki})
 		}
 	}
 	return st, hits
@@ -313,31 +308,7 @@ func resolve(s string, cands []cand) []cand {
 		keep = append(keep, c)
 	}
 	cands = keep
-	if len(cands) > 1 {
-		slices.SortFunc(cands, func(x, y cand) int {
-			switch {
-			case x.start != y.start:
-				return x.start - y.start
-			case x.end != y.end:
-				return y.end - x.end
-			case x.protect != y.protect:
-				if x.protect {
-					return -1
-				}
-				return 1
-			case x.prio != y.prio:
-				return int(y.prio) - int(x.prio)
-			case x.ke != y.ke:
-				// the order of the scan: a Stream decides candidates at
-				// different times, and the result must not depend on it
-				return x.ke - y.ke
-			case x.ks != y.ks:
-				return x.ks - y.ks
-			default:
-				return int(x.id) - int(y.id)
-			}
-		})
-	}
+	sortCands(cands)
 	out := cands[:0]
 	last := -1
 	for _, c := range cands {
@@ -351,6 +322,57 @@ func resolve(s string, cands []cand) []cand {
 		last = c.end
 	}
 	return out
+}
+
+// candCmp orders candidates for resolve: earliest start, then longest
+// span, then an existing mask token, then the higher priority; the rest
+// (keyword position, rule) is the order of the scan, so that the choice does
+// not depend on the order of cands (a Stream decides candidates at
+// different times).
+func candCmp(x, y *cand) int {
+	switch {
+	case x.start != y.start:
+		return x.start - y.start
+	case x.end != y.end:
+		return y.end - x.end
+	case x.protect != y.protect:
+		if x.protect {
+			return -1
+		}
+		return 1
+	case x.prio != y.prio:
+		return int(y.prio) - int(x.prio)
+	case x.ke != y.ke:
+		return x.ke - y.ke
+	case x.ks != y.ks:
+		return x.ks - y.ks
+	default:
+		return int(x.id) - int(y.id)
+	}
+}
+
+// sortCands sorts cands by candCmp. The scan finds them nearly in order
+// (by keyword, and most spans start at their keyword), so an insertion
+// sort does it in about one comparison each; a general sort takes over
+// when the input turns out to be far from ordered.
+func sortCands(cands []cand) {
+	moves := 0
+	for i := 1; i < len(cands); i++ {
+		if candCmp(&cands[i-1], &cands[i]) <= 0 {
+			continue
+		}
+		x := cands[i]
+		j := i
+		for j > 0 && candCmp(&cands[j-1], &x) > 0 {
+			j--
+		}
+		copy(cands[j+1:i+1], cands[j:i])
+		cands[j] = x
+		if moves += i - j; moves > 4*len(cands)+64 {
+			slices.SortFunc(cands, func(x, y cand) int { return candCmp(&x, &y) })
+			return
+		}
+	}
 }
 
 func touchesProtected(c cand, all []cand) bool {
