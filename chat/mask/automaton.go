@@ -47,6 +47,14 @@ func (a *automaton) next(s string, i int, st uint32) (int, uint32) {
 	return i, st
 }
 
+// lowerByte[b] is fold(b).
+var lowerByte = func() (t [256]byte) {
+	for b := range t {
+		t[b] = fold(byte(b))
+	}
+	return t
+}()
+
 func fold(b byte) byte {
 	if 'A' <= b && b <= 'Z' {
 		return b + 'a' - 'A'

@@ -188,6 +188,17 @@ func parseShapes(spec string) []shape {
 	return out
 }
 
+// fits reports whether v has the length and bytes of one of d's shapes,
+// the cheap part of shape.matches.
+func (d *nearDef) fits(v string) bool {
+	for _, sh := range d.shapes {
+		if len(v) >= sh.min && len(v) <= sh.max && (sh.uuid || allIn(v, sh.set)) {
+			return true
+		}
+	}
+	return false
+}
+
 func (sh shape) matches(v string) bool {
 	if len(v) < sh.min || len(v) > sh.max {
 		return false
@@ -365,6 +376,10 @@ func nearWindowEnds(v *view, ke int) bool {
 	return v.reach <= len(v.s)
 }
 
+// setNearWait are the bytes that cannot end a service name's window
+// early (see matchNear).
+var setNearWait = notSet("\n[")
+
 // setNearValue are the bytes of a value the dictionary rule reads after a
 // service's name; anything else separates values.
 var setNearValue = newSet("A-Za-z0-9_+/.-")
@@ -385,7 +400,13 @@ func matchNear(v *view, ks, ke int, sp *spec, out *[4]result) int {
 		return 0
 	}
 	if v.provisional && !nearWindowEnds(v, ke) {
-		return 0 // the window is still arriving
+		// The window is still arriving. It ends at a blank line or a mask
+		// and surely once the last value that can start in it is complete;
+		// until then, bytes other than '\n' and '[' cannot end it early,
+		// except a value too long for a shape, whose end only means
+		// waiting longer.
+		v.wait, v.waitEnd = setNearWait, ke+nearWindow+maxNearValue+3
+		return 0
 	}
 	d := &nearDefs[sp.near]
 	n := 0
@@ -415,7 +436,7 @@ func matchNear(v *view, ks, ke int, sp *spec, out *[4]result) int {
 		for t > i && s[t-1] == '.' {
 			t--
 		}
-		if tok := s[i:t]; len(tok) >= 14 && i > ke && !isPlaceholder(tok) && !lowVariety(tok) {
+		if tok := s[i:t]; len(tok) >= 14 && i > ke && d.fits(tok) && !isPlaceholder(tok) && !lowVariety(tok) {
 			for _, sh := range d.shapes {
 				if sh.matches(tok) {
 					out[n] = result{start: i, end: t, id: sp.id}

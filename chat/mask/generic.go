@@ -184,6 +184,9 @@ func matchAssign(v *view, ks, ke int, memo *assignMemo) result {
 	}
 	b := v.run(ke, setIdent, 128)
 	if memo.ok && memo.a == a && memo.b == b {
+		if v.reach <= len(s) && memo.reach > len(s) {
+			v.wait, v.waitEnd = memo.wait, memo.waitEnd
+		}
 		v.reach = max(v.reach, memo.reach)
 		if memo.back >= 0 {
 			v.back = ks - memo.back
@@ -191,7 +194,7 @@ func matchAssign(v *view, ks, ke int, memo *assignMemo) result {
 		return memo.r
 	}
 	r := assignAt(v, ks, a, b)
-	*memo = assignMemo{ok: true, a: a, b: b, r: r, reach: v.reach, back: -1}
+	*memo = assignMemo{ok: true, a: a, b: b, r: r, reach: v.reach, back: -1, wait: v.wait, waitEnd: v.waitEnd}
 	if v.back > 0 {
 		memo.back = ks - v.back
 	}
@@ -207,6 +210,9 @@ type assignMemo struct {
 	r     result
 	reach int // the view's reach after the decision
 	back  int // where a value before the label starts (view.back), or -1
+	// the view's wait after the decision
+	wait    *byteSet
+	waitEnd int
 }
 
 // assignAt is matchAssign for the key name s[a:b] that holds the keyword
@@ -761,8 +767,9 @@ func fillerInside(v string) bool {
 	// pass.
 	words := len(v) >= 8
 	xs, seq := 0, 1
+	var prev byte // the previous byte, folded
 	for i := 0; i < len(v); i++ {
-		c := fold(v[i])
+		c := lowerByte[v[i]]
 		if c == 'x' {
 			xs++
 			if xs >= 5 {
@@ -773,20 +780,20 @@ func fillerInside(v string) bool {
 			}
 		} else {
 			xs = 0
-		}
-		if words {
-			switch c {
-			case '_':
-				if i >= 4 && equalFold(v[i-4:i], "your") || hasPrefixFold(v[i+1:], "here") {
-					return true
-				}
-			case 'y':
-				if hasPrefixFold(v[i:], "yourtoken") {
-					return true
+			if words {
+				switch c {
+				case '_':
+					if i >= 4 && equalFold(v[i-4:i], "your") || hasPrefixFold(v[i+1:], "here") {
+						return true
+					}
+				case 'y':
+					if hasPrefixFold(v[i:], "yourtoken") {
+						return true
+					}
 				}
 			}
 		}
-		if i > 0 && setAlnum[v[i]] && c == fold(v[i-1])+1 {
+		if c == prev+1 && i > 0 && setAlnum[c] {
 			seq++
 			if seq >= 8 {
 				return true
@@ -794,6 +801,7 @@ func fillerInside(v string) bool {
 		} else {
 			seq = 1
 		}
+		prev = c
 	}
 	return false
 }
@@ -1020,22 +1028,18 @@ func matchBefore(v *view, a, b, ks int) result {
 // before its label can still be masked when the label arrives: the start of
 // a quoted token-like value at the end of s, possibly followed by blanks,
 // an operator, a quote and the first bytes of a label. It returns len(s)
-// when there is none.
-func beforeHold(s string) int {
+// when there is none. The stream keeps where the runs of setBeforeValue
+// and setIdent bytes that end s start (trail), so that it need not walk
+// them back on each delta.
+func beforeHold(s string, t *trail) int {
 	hold := len(s)
 	// inside an open quoted value
-	i := len(s)
-	for i > 0 && len(s)-i < maxBefore && setBeforeValue[s[i-1]] {
-		i--
-	}
+	i := max(t.value, len(s)-maxBefore)
 	if i > 0 && i < len(s) && (s[i-1] == '"' || s[i-1] == '\'') {
 		hold = i - 1
 	}
 	// a closed value, then blanks, an operator and part of a label
-	p := len(s)
-	for k := 0; k < 128 && p > 0 && setIdent[s[p-1]]; k++ {
-		p--
-	}
+	p := max(t.ident, len(s)-128)
 	if p > 0 && (s[p-1] == '"' || s[p-1] == '\'' || s[p-1] == '$') {
 		p--
 	}
@@ -1047,4 +1051,37 @@ func beforeHold(s string) int {
 		hold = vs - 1
 	}
 	return hold
+}
+
+// trail is where the runs of bytes that beforeHold looks back over start
+// in a text that ends at the end of the stream's retained text.
+type trail struct {
+	value int // the run of setBeforeValue bytes
+	ident int // the run of setIdent bytes
+}
+
+// grow updates t for s, which is t's text with bytes appended from
+// position from on.
+func (t *trail) grow(s string, from int) {
+	// setIdent is a subset of setBeforeValue: one walk back finds both
+	i := len(s)
+	for i > from && setIdent[s[i-1]] {
+		i--
+	}
+	if i == from {
+		return // both runs go on
+	}
+	t.ident = i
+	for i > from && setBeforeValue[s[i-1]] {
+		i--
+	}
+	if i > from {
+		t.value = i
+	}
+}
+
+// shift moves t's positions n bytes to the left (the text lost n bytes at
+// its start).
+func (t *trail) shift(n int) {
+	t.value, t.ident = max(0, t.value-n), max(0, t.ident-n)
 }

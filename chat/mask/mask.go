@@ -217,10 +217,32 @@ func appendCand(v *view, cands []cand, r result, ks, ke int, sp *spec) []cand {
 	return append(cands, cand{start: r.start, end: r.end, after: after, ks: ks, ke: ke, id: r.id, prio: sp.prio, protect: r.protect})
 }
 
-// hit is one keyword occurrence s[ks:ke] of keyword ki.
+// hit is one keyword occurrence s[ks:ke] of keyword ki. Once its rule
+// has run and its decision is provisional, lo is where its span could
+// start, and the decision is not made again while the text that arrived
+// after seen is only bytes of wait and ends before waitEnd (view.wait).
 type hit struct {
-	ks, ke int
-	ki     uint32
+	ks, ke  int
+	ki      uint32
+	lo      int
+	seen    int
+	waitEnd int
+	wait    *byteSet
+}
+
+// asleep reports whether h's provisional decision would come out the same
+// on s: its wait holds for the text that arrived since it was made.
+func (h *hit) asleep(s string) bool {
+	if h.wait == nil || len(s) >= h.waitEnd || !allIn(s[h.seen:], h.wait) {
+		return false
+	}
+	h.seen = len(s)
+	return true
+}
+
+// shift moves h's positions n bytes to the left.
+func (h *hit) shift(n int) {
+	h.ks, h.ke, h.lo, h.seen, h.waitEnd = h.ks-n, h.ke-n, h.lo-n, h.seen-n, h.waitEnd-n
 }
 
 // advance runs the prefilter over s[from:], starting in state st, and
@@ -242,10 +264,14 @@ func (m *Masker) advance(s string, from int, st uint32, hits []hit) (uint32, []h
 // evalHits runs the rules of the given keyword occurrences that start at or
 // after skip, as scan does in stream mode. The candidates of a decision
 // that did not depend on the end of s are final: they are appended to
-// done and their occurrence is dropped from hits. It returns the remaining
-// occurrences, the candidates of the provisional decisions appended to
-// cands, the final ones appended to done, and the limit.
-func (m *Masker) evalHits(s string, hits []hit, skip int, cands, done []cand) (_ []hit, _, _ []cand, limit int) {
+// done and their occurrence is dropped from hits. A decision that did is
+// provisional: its occurrence stays, and its candidates are dropped (they
+// start at or after the limit, so they cannot change what is released).
+// An occurrence whose provisional decision would come out the same
+// (hit.asleep) is not decided again. It returns the remaining
+// occurrences, done, and the limit: the smallest position at which a
+// provisional candidate could start.
+func (m *Masker) evalHits(s string, hits []hit, skip int, done []cand) (_ []hit, _ []cand, limit int) {
 	limit = len(s)
 	var memo assignMemo
 	keep := hits[:0]
@@ -253,27 +279,23 @@ func (m *Masker) evalHits(s string, hits []hit, skip int, cands, done []cand) (_
 		if h.ks < skip {
 			continue
 		}
-		kw := &m.ac.kws[h.ki]
-		sp := m.specs[kw.rule]
-		v := view{s: s, reach: h.ke, provisional: true}
-		if v.reach > len(s) {
-			// a keyword that ends the text: decided when more arrives
-			cands = evalAt(&v, h.ks, h.ke, kw.lit, sp, &memo, cands)
-		} else {
+		if h.wait == nil || !h.asleep(s) {
+			kw := &m.ac.kws[h.ki]
+			sp := m.specs[kw.rule]
+			v := view{s: s, reach: h.ke, provisional: true}
 			n := len(done)
 			done = evalAt(&v, h.ks, h.ke, kw.lit, sp, &memo, done)
 			if v.reach <= len(s) {
 				continue
 			}
-			cands = append(cands, done[n:]...)
 			done = done[:n]
+			h.lo = max(0, h.ks-max(sp.lookback, v.back))
+			h.wait, h.waitEnd, h.seen = v.wait, v.waitEnd, len(s)
 		}
 		keep = append(keep, h)
-		if lo := h.ks - max(sp.lookback, v.back); lo < limit {
-			limit = max(lo, 0)
-		}
+		limit = min(limit, h.lo)
 	}
-	return keep, cands, done, limit
+	return keep, done, limit
 }
 
 // resolve picks the spans to replace: existing mask tokens are kept, any

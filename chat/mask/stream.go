@@ -24,12 +24,14 @@ type Stream struct {
 	// (their decision may depend on text still to come).
 	st   uint32
 	hits []hit
+	// where the runs that beforeHold looks back over start in buf
+	trail trail
 	// done are the candidates of keyword occurrences whose decision is
 	// final (it did not depend on text still to come); their occurrences
 	// are no longer in hits, so their rules do not run again.
 	done []cand
 	// scratch reused by every Write
-	cands, all []cand
+	cands []cand
 }
 
 // streamBlock is the size of a Stream's first text block; later blocks
@@ -40,6 +42,10 @@ const streamBlock = 4096
 // than any rule looks back from its keyword (a key name, a URL scheme, the
 // digits of a Telegram bot id).
 const streamContext = 160
+
+// streamForget is the least a Stream forgets at once: the text before the
+// context is dropped in pieces of at least this size, not on every Write.
+const streamForget = 512
 
 // Stream returns a masker for text that arrives in pieces (text deltas):
 // Write returns the text that can be released now (masked), holding back only
@@ -64,41 +70,42 @@ func (s *Stream) Write(delta string) string {
 	s.append(delta)
 	buf := s.buf
 	s.st, s.hits = s.m.advance(buf, from, s.st, s.hits)
-	var cands []cand
-	var limit int
-	s.hits, cands, s.done, limit = s.m.evalHits(buf, s.hits, s.skip, s.cands[:0], s.done)
-	cands = append(cands, s.done...)
-	a := s.m.ac
-	depth := int(a.depth[s.st/a.ncls])
-	s.all = append(s.all[:0], cands...)
-	chosen := resolve(buf, cands)
-	s.cands = cands
-	f := frontier(buf, limit, depth, chosen)
-	if f < s.out {
-		f = s.out
+	limit := len(buf)
+	if len(s.hits) > 0 {
+		s.hits, s.done, limit = s.m.evalHits(buf, s.hits, s.skip, s.done)
 	}
+	var chosen []cand
+	if len(s.done) > 0 {
+		// resolve reorders its argument; s.done stays as it is for cutPoint
+		s.cands = append(s.cands[:0], s.done...)
+		chosen = resolve(buf, s.cands)
+	}
+	a := s.m.ac
+	f := max(s.out, frontier(buf, limit, int(a.depth[s.st/a.ncls]), chosen, &s.trail))
 	out := s.release(buf, f, chosen)
-	if c := cutPoint(f, s.all); c > s.skip {
-		c0 := max(0, c-streamContext)
-		s.forget(c0)
-		s.skip = c - c0
-		s.out = f - c0
-		keep := s.hits[:0]
-		for _, h := range s.hits {
-			if h.ks >= c {
-				h.ks, h.ke = h.ks-c0, h.ke-c0
-				keep = append(keep, h)
+	if c := cutPoint(f, s.done); c > s.skip {
+		s.skip = c
+		if len(s.hits) > 0 {
+			keep := s.hits[:0]
+			for _, h := range s.hits {
+				if h.ks >= c {
+					keep = append(keep, h)
+				}
 			}
+			s.hits = keep
 		}
-		s.hits = keep
-		done := s.done[:0]
-		for _, x := range s.done {
-			if x.ks >= c {
-				x.start, x.end, x.after, x.ks, x.ke = x.start-c0, x.end-c0, x.after-c0, x.ks-c0, x.ke-c0
-				done = append(done, x)
+		if len(s.done) > 0 {
+			done := s.done[:0]
+			for _, x := range s.done {
+				if x.ks >= c {
+					done = append(done, x)
+				}
 			}
+			s.done = done
 		}
-		s.done = done
+		if c0 := c - streamContext; c0 >= streamForget {
+			s.forget(c0)
+		}
 	}
 	return out
 }
@@ -110,13 +117,26 @@ func (s *Stream) append(delta string) {
 		s.blk.Grow(max(streamBlock, 2*len(delta)))
 	}
 	s.blk.WriteString(delta)
+	from := len(s.buf)
 	s.buf = s.blk.String()[s.base:]
+	s.trail.grow(s.buf, from)
 }
 
-// forget drops the first n bytes of the retained text.
+// forget drops the first n bytes of the retained text, which lie before
+// the cut point (skip) and the released text (out).
 func (s *Stream) forget(n int) {
+	s.skip -= n
+	s.out -= n
+	for i := range s.hits {
+		s.hits[i].shift(n)
+	}
+	for i := range s.done {
+		x := &s.done[i]
+		x.start, x.end, x.after, x.ks, x.ke = x.start-n, x.end-n, x.after-n, x.ks-n, x.ke-n
+	}
 	s.base += n
 	s.buf = s.buf[n:]
+	s.trail.shift(n)
 	if s.base > len(s.buf) && s.base >= streamBlock/2 {
 		b := new(strings.Builder)
 		b.Grow(max(streamBlock, 2*len(s.buf)))
@@ -153,7 +173,7 @@ func (s *Stream) Flush() string {
 		return ""
 	}
 	buf, out, skip := s.buf, s.out, s.skip
-	s.blk, s.base, s.buf, s.out, s.skip, s.st, s.hits, s.done = nil, 0, "", 0, 0, 0, s.hits[:0], s.done[:0]
+	s.blk, s.base, s.buf, s.out, s.skip, s.st, s.hits, s.done, s.trail = nil, 0, "", 0, 0, 0, s.hits[:0], s.done[:0], trail{}
 	if out >= len(buf) {
 		return ""
 	}
@@ -166,12 +186,15 @@ func (s *Stream) Flush() string {
 
 // frontier is the end of the text that is final: no span can start before
 // it or change once more text arrives.
-func frontier(s string, limit, depth int, chosen []cand) int {
+func frontier(s string, limit, depth int, chosen []cand, t *trail) int {
 	// A keyword may be partly seen at the end; the span of a future keyword
 	// may also start a few bytes before it.
 	base := len(s) - depth
-	f := min(limit, base, beforeHold(s))
+	f := min(limit, base, beforeHold(s, t))
 	for _, lb := range spanLookbacks {
+		if base-lb.n >= f {
+			continue // the run cannot lower f
+		}
 		k := 0
 		for k < lb.n && base-k > 0 && lb.set[s[base-k-1]] {
 			k++

@@ -19,6 +19,13 @@ type view struct {
 	// the keyword), so a matcher may skip the checks of a value that runs
 	// to the end.
 	provisional bool
+	// wait is set when the first read past the end was a run of bytes of
+	// this set (view.run) that could have gone on for waitEnd: as long as
+	// the text grows by bytes of wait alone and stays shorter than
+	// waitEnd, the run goes on to the end, and the decision is still
+	// provisional, so a Stream need not make it again.
+	wait    *byteSet
+	waitEnd int
 }
 
 // pending reports a provisional view whose matcher has read past the end:
@@ -39,13 +46,24 @@ func (v *view) at(i int) int {
 // run returns the end of the run of bytes in set that starts at i, looking
 // at no more than limit bytes of the run.
 func (v *view) run(i int, set *byteSet, limit int) int {
+	s := v.s
+	end := min(len(s), i+limit)
 	j := i
-	for j-i < limit {
-		c := v.at(j)
-		if c < 0 || !set[c] {
-			return j
-		}
+	for j < end && set[s[j]] {
 		j++
+	}
+	switch {
+	case j-i >= limit: // looked at s[i:j]
+		if limit > 0 {
+			v.reach = max(v.reach, j)
+		}
+	case j < len(s): // and at the byte that ends the run
+		v.reach = max(v.reach, j+1)
+	default: // and past the end
+		if v.reach <= len(s) {
+			v.wait, v.waitEnd = set, i+limit
+		}
+		v.reach = max(v.reach, j+1)
 	}
 	return j
 }
@@ -189,9 +207,28 @@ var klog2k = func() (t [512]float64) {
 	return t
 }()
 
+// byteClass is 0 for a lower-case letter, 1 upper case, 2 a digit, 3
+// anything else (the counts of textStats, in that order).
+var byteClass = func() (t [256]uint8) {
+	for c := range t {
+		switch b := byte(c); {
+		case isLower(b):
+			t[c] = 0
+		case isUpper(b):
+			t[c] = 1
+		case isDigit(b):
+			t[c] = 2
+		default:
+			t[c] = 3
+		}
+	}
+	return t
+}()
+
 func statsOf(v string) textStats {
 	var cnt [256]uint32
 	var seen [256]byte
+	var cls [4]int
 	var t textStats
 	for i := 0; i < len(v); i++ {
 		c := v[i]
@@ -200,17 +237,9 @@ func statsOf(v string) textStats {
 			t.distinct++
 		}
 		cnt[c]++
-		switch {
-		case 'a' <= c && c <= 'z':
-			t.lower++
-		case 'A' <= c && c <= 'Z':
-			t.upper++
-		case '0' <= c && c <= '9':
-			t.digit++
-		default:
-			t.other++
-		}
+		cls[byteClass[c]]++
 	}
+	t.lower, t.upper, t.digit, t.other = cls[0], cls[1], cls[2], cls[3]
 	if len(v) == 0 {
 		return t
 	}
@@ -226,7 +255,13 @@ func statsOf(v string) textStats {
 		}
 	}
 	n := float64(len(v))
-	t.entropy = math.Log2(n) - sum/n
+	log2n := 0.0
+	if len(v) < len(klog2k) {
+		log2n = klog2k[len(v)] / n
+	} else {
+		log2n = math.Log2(n)
+	}
+	t.entropy = log2n - sum/n
 	return t
 }
 
