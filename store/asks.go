@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -79,13 +80,16 @@ func (s *Store) CreateConversation(ctx context.Context, c *chat.Conversation, t 
 // exist gets CodeNoReview in its err and is left out (the others go in);
 // the error returned is the transaction's.
 func (s *Store) insertAsks(ctx context.Context, asks []*newAsk) error {
-	return s.transaction(ctx, func(tx *gorm.DB) error {
-		reviews := make([]int64, 0, 1)
-		for _, a := range asks {
-			if len(reviews) == 0 || reviews[len(reviews)-1] != a.c.ReviewID {
-				reviews = append(reviews, a.c.ReviewID)
-			}
+	reviews := make([]int64, 0, 1)
+	for _, a := range asks {
+		if len(reviews) == 0 || reviews[len(reviews)-1] != a.c.ReviewID {
+			reviews = append(reviews, a.c.ReviewID)
 		}
+	}
+	if s.dialect == dialectPostgres {
+		return s.insertAsksInOneStatement(ctx, asks, reviews)
+	}
+	return s.transaction(ctx, func(tx *gorm.DB) error {
 		var about []struct {
 			ID            int64  `gorm:"column:id"`
 			Repository    string `gorm:"column:repository"`
@@ -125,6 +129,110 @@ FROM reviews rv JOIN repositories rp ON rp.id = rv.repository_id WHERE rv.id IN 
 		}
 		return tx.Create(&turns).Error
 	})
+}
+
+// The columns of a new conversation and of a new turn, and their types,
+// in the order of askValues.
+const (
+	askConversationColumns = `id, review_id, title, backend, model, session, seeded_reason, session_id, session_host, run_dir, created_at, updated_at`
+	askConversationTypes   = `text, bigint, text, text, text, text, text, text, text, text, timestamptz, timestamptz`
+	askTurnColumns         = `id, conversation_id, number, state, question, focus, answer, note, reason, provider, queue, runner, fence, last_seq,
+    backend, model, session, input_tokens, output_tokens, calls, repairs, cost_usd, cost_reason, created_at, started_at, finished_at`
+	askTurnTypes = `text, text, integer, text, text, text, text, text, text, text, text, text, bigint, bigint,
+    text, text, text, bigint, bigint, integer, integer, double precision, text, timestamptz, timestamptz, timestamptz`
+)
+
+// askConversationValues and askTurnValues are a row's values, in the
+// order of the columns above.
+func askConversationValues(c conversationRow) []any {
+	return []any{c.ID, c.ReviewID, c.Title, c.Backend, c.Model, c.Session, c.SeededReason, c.SessionID, c.SessionHost, c.RunDir, c.CreatedAt, c.UpdatedAt}
+}
+
+func askTurnValues(t turnRow) []any {
+	return []any{t.ID, t.ConversationID, t.Number, t.State, t.Question, t.Focus, t.Answer, t.Note, t.Reason, t.Provider, t.Queue, t.Runner, t.Fence, t.LastSeq,
+		t.Backend, t.Model, t.Session, t.InputTokens, t.OutputTokens, t.Calls, t.Repairs, t.CostUSD, t.CostReason, t.CreatedAt, t.StartedAt, t.FinishedAt}
+}
+
+// writeValues writes to q a VALUES list of rows placeholders with types
+// (comma-separated, as in askTurnTypes), each cast to its type.
+func writeValues(q *strings.Builder, rows int, types string) {
+	var one strings.Builder
+	one.WriteString("(")
+	for i, typ := range strings.Split(types, ",") {
+		if i > 0 {
+			one.WriteString(", ")
+		}
+		one.WriteString("?::" + strings.TrimSpace(typ))
+	}
+	one.WriteString(")")
+	q.WriteString("VALUES ")
+	for i := range rows {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString(one.String())
+	}
+}
+
+// insertAsksInOneStatement is insertAsks' transaction as one Postgres
+// statement: the reviews read, and through it the conversations of the
+// reviews found inserted, and through those their turns. One round trip
+// instead of five (BEGIN, the read, two inserts, COMMIT); the asks of a
+// batch are all new conversations, so none can be busy.
+func (s *Store) insertAsksInOneStatement(ctx context.Context, asks []*newAsk, reviews []int64) error {
+	convs := make([]any, 0, 12*len(asks))
+	turns := make([]any, 0, 26*len(asks))
+	for _, a := range asks {
+		row, err := newTurnRow(&a.t)
+		if err != nil {
+			return err
+		}
+		convs = append(convs, askConversationValues(newConversationRow(&a.c))...)
+		turns = append(turns, askTurnValues(row)...)
+	}
+	var q strings.Builder
+	q.WriteString(`WITH rv AS (SELECT rv.id, rp.name AS repository, rv.pr, rv.version AS review_version
+    FROM reviews rv JOIN repositories rp ON rp.id = rv.repository_id WHERE rv.id IN ?),
+c AS (INSERT INTO conversations (` + askConversationColumns + `)
+    SELECT v.* FROM (`)
+	writeValues(&q, len(asks), askConversationTypes)
+	q.WriteString(`) AS v (` + askConversationColumns + `) WHERE v.review_id IN (SELECT id FROM rv) RETURNING id),
+t AS (INSERT INTO turns (` + askTurnColumns + `)
+    SELECT v.* FROM (`)
+	writeValues(&q, len(asks), askTurnTypes)
+	q.WriteString(`) AS v (` + askTurnColumns + `) WHERE v.conversation_id IN (SELECT id FROM c) RETURNING 1)
+SELECT id, repository, pr, review_version FROM rv`)
+	args := append(append([]any{reviews}, convs...), turns...)
+	rows, err := s.write.WithContext(ctx).Raw(q.String(), args...).Rows()
+	if err != nil {
+		return unavailable(err)
+	}
+	defer rows.Close()
+	type about struct {
+		repository  string
+		pr, version int
+	}
+	found := make(map[int64]about, len(reviews))
+	for rows.Next() {
+		var id int64
+		var r about
+		if err := rows.Scan(&id, &r.repository, &r.pr, &r.version); err != nil {
+			return unavailable(err)
+		}
+		found[id] = r
+	}
+	if err := rows.Err(); err != nil {
+		return unavailable(err)
+	}
+	for _, a := range asks {
+		r, ok := found[a.c.ReviewID]
+		if !ok {
+			a.err = chat.Errorf(chat.CodeNoReview, "no review with id %d", a.c.ReviewID)
+			continue
+		}
+		a.c.Repository, a.c.PR, a.c.ReviewVersion = r.repository, r.pr, r.version
+	}
+	return nil
 }
 
 // askBatcher commits the asks submitted to it in batches, with writers
