@@ -37,6 +37,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql's pgx driver, for openPostgres
@@ -262,6 +263,9 @@ type bencher struct {
 	daemons     []*benchDaemon
 	rep         report
 	perf        perfState // what the throughput phase found so far
+	// ownQueries counts the statements the bench itself runs on the
+	// daemons' database, which the Postgres counts per turn leave out.
+	ownQueries atomic.Int64
 }
 
 // Run runs the bench cfg describes and prints its report to stdout; the

@@ -13,8 +13,17 @@ import (
 	"github.com/prchat/prchat/chat"
 )
 
-// pending counts the turns that are queued or running.
+// pending counts the turns that are queued or running. On Postgres it
+// counts them through the busy rule's partial index, where counting every
+// turn by state, 20 times a second, cost Postgres about 0.3 ms per turn
+// settled, which the bench then showed as prchat's.
 func (b *bencher) pending(ctx context.Context) (int64, error) {
+	b.ownQueries.Add(1)
+	if b.pg != nil {
+		var n int64
+		err := b.pg.QueryRowContext(ctx, `SELECT count(*) FROM turns WHERE state IN ('queued', 'running')`).Scan(&n)
+		return n, err
+	}
 	counts, err := b.db.CountTurns(ctx)
 	if err != nil {
 		return 0, err
@@ -24,6 +33,7 @@ func (b *bencher) pending(ctx context.Context) (int64, error) {
 
 // settled counts the turns in a final state, by state.
 func (b *bencher) settled(ctx context.Context) (map[string]int64, error) {
+	b.ownQueries.Add(1)
 	counts, err := b.db.CountTurns(ctx)
 	if err != nil {
 		return nil, err
@@ -64,6 +74,7 @@ func (b *bencher) checkFailures(ctx context.Context, phase string, before, after
 	}
 	slices.Sort(bad)
 	why := ""
+	b.ownQueries.Add(1)
 	finished, _ := b.db.FinishedTurns(ctx, recentTurns)
 	for _, t := range finished {
 		if t.State != chat.StateSucceeded {
@@ -79,6 +90,7 @@ func (b *bencher) checkFailures(ctx context.Context, phase string, before, after
 // their wait in the queue (created → started) and their run (started →
 // finished) as the daemon recorded them, sorted.
 func (b *bencher) turnTimes(ctx context.Context, from, until time.Time) (wait, run durations, err error) {
+	b.ownQueries.Add(1)
 	rows, err := b.db.FinishedTurns(ctx, recentTurns)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read turn times: %w", err)

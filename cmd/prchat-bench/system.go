@@ -31,16 +31,20 @@ type usage struct {
 	pgCPU      time.Duration // the Postgres server: the postmaster and its children
 	pgXacts    int64         // transactions of the bench's database (pg_stat_database)
 	pgStmts    int64         // statements run in it (pg_stat_statements)
+	// own is how many statements the bench had run on the daemons'
+	// database (bencher.ownQueries) when the sample began.
+	own int64
 }
 
 // perfState is what the throughput phase keeps between its topologies.
 type perfState struct {
 	// postmaster is the local Postgres server's process (0 not looked for
-	// yet, -1 not found: postmasterWhy says why); pgStatements says whether
-	// pg_stat_statements can be read.
+	// yet, -1 not found: postmasterWhy says why); pgStatements is the
+	// pg_stat_statements view, qualified by its schema ("" if it cannot be
+	// read).
 	postmaster    int
 	postmasterWhy string
-	pgStatements  bool
+	pgStatements  string
 	// turnsPerSecond are the throughput of each topology measured so far,
 	// by label, and queueFloor asynq's own (0 until measured).
 	turnsPerSecond map[string]float64
@@ -49,7 +53,7 @@ type perfState struct {
 
 // sample reads the usage now.
 func (b *bencher) sample(ctx context.Context) usage {
-	u := usage{busy: -1, all: -1, bench: -1, redisCPU: -1, pgCPU: -1, pgXacts: -1, pgStmts: -1}
+	u := usage{busy: -1, all: -1, bench: -1, redisCPU: -1, pgCPU: -1, pgXacts: -1, pgStmts: -1, own: b.ownQueries.Load()}
 	u.busy, u.all = machineCPU()
 	if c, err := processCPU(os.Getpid()); err == nil {
 		u.bench = c
@@ -72,12 +76,14 @@ func (b *bencher) sample(ctx context.Context) usage {
 			}
 		}
 		var xacts int64
+		b.ownQueries.Add(1)
 		if b.pg.QueryRowContext(ctx, `SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()`).Scan(&xacts) == nil {
 			u.pgXacts = xacts
 		}
-		if b.perf.pgStatements {
+		if b.perf.pgStatements != "" {
 			var calls int64
-			if b.pg.QueryRowContext(ctx, `SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`).
+			b.ownQueries.Add(1)
+			if b.pg.QueryRowContext(ctx, `SELECT coalesce(sum(calls), 0)::bigint FROM `+b.perf.pgStatements+` WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`).
 				Scan(&calls) == nil {
 				u.pgStmts = calls
 			}
@@ -91,8 +97,12 @@ func (b *bencher) sample(ctx context.Context) usage {
 // the bench's own backend), or -1 and why not. It also finds out whether
 // pg_stat_statements can be read.
 func (b *bencher) findPostmaster(ctx context.Context) (int, string) {
-	var ext int64
-	b.perf.pgStatements = b.pg.QueryRowContext(ctx, `SELECT count(*) FROM pg_extension WHERE extname = 'pg_stat_statements'`).Scan(&ext) == nil && ext > 0
+	// The view is in the extension's schema, which the search path of the
+	// bench's own schema leaves out.
+	var schema string
+	if b.pg.QueryRowContext(ctx, `SELECT quote_ident(extnamespace::regnamespace::text) FROM pg_extension WHERE extname = 'pg_stat_statements'`).Scan(&schema) == nil {
+		b.perf.pgStatements = schema + ".pg_stat_statements"
+	}
 	if !loopbackURL(b.cfg.DatabaseURL) {
 		return -1, "the server is not on this machine"
 	}
@@ -205,12 +215,13 @@ func commandsPerTurn(from, until map[string]int64, turns int64, top int) string 
 	return per(sum) + ": " + strings.Join(parts, ", ")
 }
 
-// countPerTurn formats a count's change per turn, or n/a.
-func countPerTurn(from, until, turns int64) string {
+// countPerTurn formats a count's change per turn, less the bench's own
+// (own), or n/a.
+func countPerTurn(from, until, own, turns int64) string {
 	if from < 0 || until < 0 || turns <= 0 {
 		return "n/a"
 	}
-	return strconv.FormatFloat(float64(until-from)/float64(turns), 'f', 2, 64)
+	return strconv.FormatFloat(float64(max(until-from-own, 0))/float64(turns), 'f', 2, 64)
 }
 
 // addUsage adds the rows of what the machine, Redis, Postgres and the
@@ -247,10 +258,11 @@ func (b *bencher) addUsage(section, unit string, from, until usage, turns int64,
 		b.rep.add(section, "  Redis commands per "+unit+" (all, then the most called; a script's own calls count)", commandsPerTurn(from.redisCalls, until.redisCalls, turns, 5), "", "")
 	}
 	if b.cfg.DatabaseURL != "" {
+		own := until.own - from.own
 		stmts := "n/a (no pg_stat_statements)"
-		if b.perf.pgStatements {
-			stmts = countPerTurn(from.pgStmts, until.pgStmts, turns)
+		if b.perf.pgStatements != "" {
+			stmts = countPerTurn(from.pgStmts, until.pgStmts, own, turns)
 		}
-		b.rep.add(section, "  Postgres transactions / statements per "+unit, countPerTurn(from.pgXacts, until.pgXacts, turns)+" / "+stmts, "", "")
+		b.rep.add(section, "  Postgres transactions / statements per "+unit+" (not the bench's own)", countPerTurn(from.pgXacts, until.pgXacts, own, turns)+" / "+stmts, "", "")
 	}
 }

@@ -41,8 +41,11 @@ func TestRedisInfo(t *testing.T) {
 	if got := perTurn(time.Second, 3*time.Second, 1000); got != "2.00 ms" {
 		t.Errorf("perTurn = %q, want 2.00 ms", got)
 	}
-	if got := countPerTurn(-1, 5, 1); got != "n/a" {
+	if got := countPerTurn(-1, 5, 0, 1); got != "n/a" {
 		t.Errorf("countPerTurn of an unknown count = %q, want n/a", got)
+	}
+	if got := countPerTurn(100, 330, 30, 100); got != "2.00" {
+		t.Errorf("countPerTurn less the bench's own 30 = %q, want 2.00", got)
 	}
 }
 
