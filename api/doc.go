@@ -39,10 +39,23 @@
 // the operation, its headers and JSON body must match, each SSE event's
 // data must match the TurnEvent or FeedEvent schema.
 //
+// Every path also documents OPTIONS (204, Allow naming its methods; echo
+// answers it on every path, with no token), and components.responses'
+// MethodNotAllowed is the answer to any method a path does not list (405,
+// the same Allow, the error JSON): apitest checks a 405 against it, and
+// TestOptionsAndWrongMethods asks both of every documented path. A path
+// parameter marked x-prchat-wildcard (/ui/assets/{path},
+// /admin/queues/{path}) is the rest of the path, slashes included, which
+// an OpenAPI path template cannot say by itself. Content types are those
+// served: the dashboard's script and style sheet are text/javascript and
+// text/css, asynqmon's answers are typed by what they are (queueTypes in
+// package dashboard), never the text/plain its sniffing gives.
+//
 // To add a route:
 //
 //  1. Register it in routes (or probeRoutes) with its handler.
-//  2. Add its path and operation to openapi.json: an operationId, a tag,
+//  2. Add its path and operation to openapi.json (a new path also gets its
+//     options operation, as the others have): an operationId, a tag,
 //     every status it can answer (2xx and the errors; point to
 //     components.responses for the error ones, which carry X-Request-Id),
 //     its request body and response schemas under components.schemas. A

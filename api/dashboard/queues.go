@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"net/http"
 	"net/http/httptest"
+	"path"
 	"regexp"
 	"strings"
 	"sync"
@@ -67,3 +68,62 @@ func (d *Dashboard) queueHeaders(h http.Handler, path string) echo.MiddlewareFun
 		}
 	}
 }
+
+// queueTypes corrects the Content-Type of asynqmon's answers. asynqmon
+// names only its scripts' type and sniffs the rest, so its API's JSON and
+// its manifest arrive as text/plain and its SVG logo as text/xml, which a
+// browser told nosniff will not draw. A successful answer gets the type of
+// what it is: JSON under api/, else by its file's extension; anything else
+// (its page, an error) keeps what asynqmon says.
+func queueTypes(h http.Handler, root string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rest := strings.TrimPrefix(r.URL.Path, root)
+		typ := queueFileTypes[path.Ext(rest)]
+		if strings.HasPrefix(rest, "/api/") {
+			typ = "application/json"
+		}
+		if typ == "" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		h.ServeHTTP(&typedWriter{ResponseWriter: w, typ: typ}, r)
+	})
+}
+
+// queueFileTypes are the types of the files asynqmon's build holds.
+var queueFileTypes = map[string]string{
+	".js":   "text/javascript; charset=utf-8",
+	".json": "application/json",
+	".map":  "application/json",
+	".svg":  "image/svg+xml",
+	".png":  "image/png",
+	".ico":  "image/x-icon",
+	".txt":  "text/plain; charset=utf-8",
+}
+
+// typedWriter sets a successful answer's Content-Type as it is written.
+type typedWriter struct {
+	http.ResponseWriter
+	typ   string
+	wrote bool
+}
+
+func (w *typedWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.wrote = true
+		if code == http.StatusOK {
+			w.Header().Set("Content-Type", w.typ)
+		}
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *typedWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *typedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"path"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +59,68 @@ func TestAdminQueuesOnEveryRedis(t *testing.T) {
 				t.Errorf("asynqmon sees queues %+v, want the one that ran the turn", queues.Queues)
 			}
 		})
+	}
+}
+
+// TestAdminQueuesContentTypes: every file asynqmon's page loads (its
+// scripts, icons, manifest and the logo its script draws), its API's JSON,
+// and the dashboard's own script and style sheet arrive with their own
+// Content-Type (asynqmon sniffs all but its scripts: JSON and the manifest
+// came as text/plain, the SVG logo as text/xml), as the API document says.
+func TestAdminQueuesContentTypes(t *testing.T) {
+	t.Parallel()
+	e := setup(t, modes(t)[0], nil)
+	get := func(path string) (string, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, e.url+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s = %d %s", path, resp.StatusCode, body)
+		}
+		checkResponse(t, req, resp, body)
+		return resp.Header.Get("Content-Type"), body
+	}
+	typ, page := get("/admin/queues")
+	if !strings.HasPrefix(typ, "text/html") {
+		t.Errorf("/admin/queues is %s, want text/html", typ)
+	}
+	want := map[string]string{".js": "text/javascript", ".png": "image/png", ".ico": "image/x-icon", ".json": "application/json", ".svg": "image/svg+xml"}
+	files := regexp.MustCompile(`(?:src|href)="(/admin/queues/[^"]+)"`).FindAllStringSubmatch(string(page), -1)
+	_, manifest := get("/admin/queues/asset-manifest.json")
+	var assets struct{ Files map[string]string }
+	if err := json.Unmarshal(manifest, &assets); err != nil {
+		t.Fatalf("asynqmon's asset manifest: %v", err)
+	}
+	for _, f := range assets.Files {
+		if strings.HasSuffix(f, ".svg") { // the page's script fills in its root path
+			files = append(files, []string{"", strings.Replace(f, "/[[.RootPath]]", "/admin/queues", 1)})
+		}
+	}
+	seen := map[string]bool{}
+	for _, m := range files {
+		typ, _ := get(m[1])
+		seen[path.Ext(m[1])] = true
+		if w := want[path.Ext(m[1])]; !strings.HasPrefix(typ, w) {
+			t.Errorf("%s is %s, want %s", m[1], typ, w)
+		}
+	}
+	for ext := range want {
+		if !seen[ext] {
+			t.Errorf("asynqmon's page loads no %s file; the test checks nothing of that kind", ext)
+		}
+	}
+	if typ, _ := get("/admin/queues/api/queues"); !strings.HasPrefix(typ, "application/json") {
+		t.Errorf("asynqmon's queue list is %s, want application/json", typ)
+	}
+	for file, w := range map[string]string{"/ui/assets/app.js": "text/javascript", "/ui/assets/style.css": "text/css"} {
+		if typ, _ := get(file); !strings.HasPrefix(typ, w) {
+			t.Errorf("%s is %s, want %s", file, typ, w)
+		}
 	}
 }
 
