@@ -176,7 +176,7 @@ func (d *Dashboard) Register(e *echo.Echo) {
 	static, _ := fs.Sub(staticFiles, "static")
 	page(http.MethodGet, "/ui/assets/*", echo.WrapHandler(http.StripPrefix("/ui/assets/", http.FileServer(http.FS(static)))))
 	if d.cfg.AdminQueues != nil {
-		h := echo.WrapHandler(d.cfg.AdminQueues)
+		h := echo.WrapHandler(queueTypes(d.cfg.AdminQueues, "/admin/queues"))
 		headers := d.queueHeaders(d.cfg.AdminQueues, "/admin/queues")
 		e.GET("/admin/queues", h, headers, d.requireAdmin)
 		// asynqmon's own pages and the API its page calls.
