@@ -16,11 +16,13 @@
 // context, which shows a token limited to repositories only those. Admin
 // requests are logged as "audit" with the token's name and id.
 //
-// Webhooks: POST /webhooks/github and /webhooks/gitlab (webhooks.go,
-// github_webhook.go, gitlab_webhook.go) need no API token: a delivery is
-// authenticated by the forge's signature (GitHub's HMAC-SHA256 of the raw
-// body) or secret token (GitLab's X-Gitlab-Token) before it is parsed, and
-// may be up to 25 MB. They hand /ask comments to Webhooks.ReceiveComment.
+// Webhooks: POST /webhooks/github and /webhooks/gitlab (webhooks.go) need
+// no API token: each forge's WebhookReader (packages forge/github and
+// forge/gitlab) authenticates a delivery by the forge's signature (GitHub's
+// HMAC-SHA256 of the raw body) or secret token (GitLab's X-Gitlab-Token)
+// before it is parsed, and reads its question; a body may be up to 25 MB.
+// The routes count deliveries and hand /ask comments to
+// Webhooks.ReceiveComment.
 //
 // Lists are returned as objects ({"repositories": [...]}) so that fields can
 // be added later. A review version in a path may be a number or "latest".

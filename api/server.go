@@ -49,9 +49,10 @@ type Config struct {
 	RequestRate chat.Rate
 	// Now tells the time to the rate limits; default time.Now.
 	Now func() time.Time
-	// GitHub and GitLab configure the webhook routes.
-	GitHub WebhookConfig
-	GitLab WebhookConfig
+	// GitHub and GitLab read the deliveries of the webhook routes; nil:
+	// the route answers unavailable.
+	GitHub WebhookReader
+	GitLab WebhookReader
 	// PublicURL is the address a deployment is reached at
 	// (PRCHAT_PUBLIC_URL, e.g. https://prchat.example.com behind a TLS
 	// proxy): its origin is prchat's own, and its host is served while the
@@ -86,8 +87,7 @@ type Server struct {
 	metrics *metrics
 	frames  frames // the SSE frames of live events
 
-	webhookMetrics         *webhookMetrics
-	githubSelf, gitlabSelf *selfLogin
+	webhookMetrics *webhookMetrics
 
 	// publicOrigin and publicHost are Config.PublicURL's.
 	publicOrigin, publicHost string
@@ -131,8 +131,6 @@ func newServer(cfg Config, d Domain) *Server {
 	s.stopping, s.stop = context.WithCancel(context.Background())
 	s.metrics = newMetrics(cfg.Registry)
 	s.webhookMetrics = newWebhookMetrics(cfg.Registry)
-	s.githubSelf = &selfLogin{get: cfg.GitHub.Self}
-	s.gitlabSelf = &selfLogin{get: cfg.GitLab.Self}
 	s.publicOrigin, s.publicHost, _ = parsePublicURL(cfg.PublicURL)
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
@@ -218,8 +216,8 @@ func (s *Server) routes() {
 
 	// Webhooks are authenticated by their signature, not by API tokens,
 	// and read their own (larger) bodies.
-	e.POST("/webhooks/github", s.githubWebhook)
-	e.POST("/webhooks/gitlab", s.gitlabWebhook)
+	e.POST("/webhooks/github", s.webhook(chat.ForgeGitHub, s.cfg.GitHub))
+	e.POST("/webhooks/gitlab", s.webhook(chat.ForgeGitLab, s.cfg.GitLab))
 
 	v1 := guarded{e.Group("/api/v1"), s.authorize}
 	v1.POST("/repos", s.registerRepository)

@@ -6,9 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
-	"sync"
-	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/prchat/prchat/chat"
@@ -18,27 +15,13 @@ import (
 // WebhookBodyLimit caps a webhook's body: GitHub sends at most 25 MB.
 const WebhookBodyLimit = 25 << 20
 
-// WebhookConfig configures the webhook routes of one forge.
-type WebhookConfig struct {
-	// Secrets verify deliveries: the current one first, then the previous
-	// one while a secret is rotated. None: every delivery is refused.
-	Secrets []string
-	// AutoRegister registers an unknown repository from a signed event's
-	// clone URL; else events of unregistered repositories are ignored.
-	AutoRegister bool
-	// Self returns the account prchat posts as, whose comments are
-	// ignored (optional).
-	Self func(ctx context.Context) (string, error)
-}
-
-func (w WebhookConfig) secrets() [][]byte {
-	var out [][]byte
-	for _, s := range w.Secrets {
-		if s != "" {
-			out = append(out, []byte(s))
-		}
-	}
-	return out
+// WebhookReader reads one forge's webhook deliveries: it checks that a
+// delivery comes from the forge (its signature or token) and reads its
+// question. body reads the raw body, at most WebhookBodyLimit bytes; a
+// refused delivery is an error with chat's code. Implemented by packages
+// forge/github and forge/gitlab.
+type WebhookReader interface {
+	Read(ctx context.Context, h http.Header, body func() ([]byte, error)) (chat.Delivery, error)
 }
 
 // webhookMetrics count deliveries by forge, event and outcome.
@@ -79,35 +62,32 @@ func webhookBody(c echo.Context) ([]byte, error) {
 	return body, nil
 }
 
-// selfLogin caches the account prchat posts as.
-type selfLogin struct {
-	get func(ctx context.Context) (string, error)
-	mu  sync.Mutex
-	v   string
-	at  time.Time
-}
-
-// login returns the account, looking it up at most once a minute after a
-// failure ("" while unknown).
-func (l *selfLogin) login(ctx context.Context, log *slog.Logger) string {
-	if l == nil || l.get == nil {
-		return ""
+// webhook answers the deliveries of one forge (name, as chat.ForgeGitHub)
+// that r reads: a ping, an ignored event, or a question handed to
+// Webhooks.ReceiveComment.
+func (s *Server) webhook(name string, r WebhookReader) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if r == nil {
+			s.webhookMetrics.deliveries.WithLabelValues(name, "other", "unauthorized").Inc()
+			return chat.Errorf(chat.CodeUnavailable, "the %s webhook is off: this process reads no deliveries of it", name)
+		}
+		d, err := r.Read(c.Request().Context(), c.Request().Header, func() ([]byte, error) { return webhookBody(c) })
+		switch {
+		case err != nil:
+			outcome := "invalid"
+			if code := chat.ErrorCode(err); code == chat.CodeUnauthorized || code == chat.CodeUnavailable {
+				outcome = "unauthorized"
+			}
+			s.webhookMetrics.deliveries.WithLabelValues(name, d.Event, outcome).Inc()
+			return err
+		case d.Ping:
+			s.webhookMetrics.deliveries.WithLabelValues(name, d.Event, "ping").Inc()
+			return c.JSON(http.StatusOK, map[string]string{"status": "pong"})
+		case d.Ignored != "":
+			return s.ignore(c, name, d.Event, d.Ignored)
+		}
+		return s.receive(c, name, d.Event, d.Comment, d.AutoRegister)
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.v != "" || time.Since(l.at) < time.Minute {
-		return l.v
-	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	v, err := l.get(ctx)
-	l.at = time.Now()
-	if err != nil {
-		log.WarnContext(ctx, "find the account prchat posts as", slog.Any("err", err))
-		return ""
-	}
-	l.v = v
-	return v
 }
 
 // receive hands a comment question to the service and answers the
@@ -138,14 +118,4 @@ func (s *Server) receive(c echo.Context, forge, event string, q chat.Comment, au
 func (s *Server) ignore(c echo.Context, forge, event, reason string) error {
 	s.webhookMetrics.deliveries.WithLabelValues(forge, event, chat.ReceiptIgnored).Inc()
 	return c.JSON(http.StatusOK, chat.Receipt{Status: chat.ReceiptIgnored, Reason: reason})
-}
-
-// eventLabel bounds the event label of the metrics to names prchat knows.
-func eventLabel(event string, known ...string) string {
-	for _, k := range known {
-		if strings.EqualFold(event, k) {
-			return k
-		}
-	}
-	return "other"
 }

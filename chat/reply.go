@@ -3,7 +3,6 @@ package chat
 import (
 	"cmp"
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 	"unicode"
@@ -28,8 +27,8 @@ type ReplyInput struct {
 	HeadSHA string
 	// Truncated says the model stopped at its output limit.
 	Truncated bool
-	// Forge decides the form of line links (GitHub #L1-L3, GitLab #L1-3).
-	Forge string
+	// Forge makes the links to cited lines; nil: citations are not links.
+	Forge Forge
 	// Unreviewed says the PR had no recorded review: the answer was made
 	// without a review's context, and the reply says so.
 	Unreviewed bool
@@ -105,20 +104,10 @@ func citationLink(in ReplyInput, c Citation) string {
 	if c.StartLine == c.EndLine {
 		label = fmt.Sprintf("`%s` line %d", strings.ReplaceAll(c.Path, "`", "'"), c.StartLine)
 	}
-	if in.HTMLURL == "" || in.HeadSHA == "" {
+	if in.Forge == nil || in.HTMLURL == "" || in.HeadSHA == "" {
 		return label
 	}
-	var segs []string
-	for _, p := range strings.Split(c.Path, "/") {
-		segs = append(segs, url.PathEscape(p))
-	}
-	lines := fmt.Sprintf("#L%d-L%d", c.StartLine, c.EndLine)
-	blob := "/blob/"
-	if in.Forge == ForgeGitLab {
-		lines = fmt.Sprintf("#L%d-%d", c.StartLine, c.EndLine)
-		blob = "/-/blob/"
-	}
-	return fmt.Sprintf("[%s](%s%s%s/%s%s)", label, strings.TrimRight(in.HTMLURL, "/"), blob, in.HeadSHA, strings.Join(segs, "/"), lines)
+	return fmt.Sprintf("[%s](%s)", label, in.Forge.LineLink(in.HTMLURL, in.HeadSHA, c.Path, c.StartLine, c.EndLine))
 }
 
 // footer is the reply's last line: backend, how the session started, the

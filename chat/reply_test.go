@@ -1,10 +1,19 @@
 package chat
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 )
+
+// linkForge is a Forge whose line links are its own: the reply takes the
+// forge's form of link (package forge/github and forge/gitlab test theirs).
+type linkForge struct{ Forge }
+
+func (linkForge) LineLink(repoURL, commit, path string, start, end int) string {
+	return fmt.Sprintf("%s/at/%s/%s?lines=%d..%d", repoURL, commit, path, start, end)
+}
 
 func TestParseAsk(t *testing.T) {
 	t.Parallel()
@@ -42,11 +51,11 @@ func TestReplyBody(t *testing.T) {
 		},
 		Note: "A note.\n/with a slash",
 	}
-	body := ReplyBody(ReplyInput{Turn: ok, HTMLURL: "https://github.com/o/r", HeadSHA: "abc", Forge: ForgeGitHub})
+	body := ReplyBody(ReplyInput{Turn: ok, HTMLURL: "https://forge.example/o/r", HeadSHA: "abc", Forge: linkForge{}})
 	for _, want := range []string{
 		"It is racy.",
-		"[`dir/a b.go` lines 3–9](https://github.com/o/r/blob/abc/dir/a%20b.go#L3-L9)",
-		"[`c.go` line 2](https://github.com/o/r/blob/abc/c.go#L2-L2)",
+		"[`dir/a b.go` lines 3–9](https://forge.example/o/r/at/abc/dir/a b.go?lines=3..9)",
+		"[`c.go` line 2](https://forge.example/o/r/at/abc/c.go?lines=2..2)",
 		"**Suggested fix**", `\/lock it`,
 		"> A note.",
 		"<sub>prchat · claude-code · forked the review's session · 12.3s · $0.0123</sub>",
@@ -71,9 +80,9 @@ func TestReplyBody(t *testing.T) {
 		t.Errorf("a truncated answer does not say so first:\n%s", cut)
 	}
 
-	gl := ReplyBody(ReplyInput{Turn: ok, HTMLURL: "https://gitlab.com/g/p", HeadSHA: "abc", Forge: ForgeGitLab})
-	if !strings.Contains(gl, "(https://gitlab.com/g/p/-/blob/abc/c.go#L2-2)") {
-		t.Errorf("GitLab link:\n%s", gl)
+	plain := ReplyBody(ReplyInput{Turn: ok, HTMLURL: "https://forge.example/o/r", HeadSHA: "abc"})
+	if !strings.Contains(plain, "* `c.go` line 2\n") || strings.Contains(plain, "](") {
+		t.Errorf("without a forge, citations are not links:\n%s", plain)
 	}
 
 	failed := ReplyBody(ReplyInput{Turn: Turn{ID: "t2", State: StateFailed, Reason: ReasonTimeout, Note: "the turn took longer than 10m0s"}})

@@ -144,10 +144,13 @@ type CommentRef struct {
 }
 
 // Forge is a code host's API that questions come from and answers go to.
-// Implemented by packages api/github and api/gitlab.
+// Implemented by packages forge/github and forge/gitlab.
 type Forge interface {
 	// Name is the forge's name (ForgeGitHub, ForgeGitLab).
 	Name() string
+	// LineLink is the web address of lines start to end of path at commit,
+	// in the repository whose web address is repoURL.
+	LineLink(repoURL, commit, path string, start, end int) string
 	// PullRequest returns a PR's head and base commits.
 	PullRequest(ctx context.Context, ref CommentRef) (head, base string, err error)
 	// React marks the comment as seen (GitHub: the 👀 reaction).
@@ -167,6 +170,24 @@ type CommentObserver interface {
 	// ReplyPosted counts a posted answer; ReplyFailed an answer given up.
 	ReplyPosted(forge string)
 	ReplyFailed(forge string)
+}
+
+// Delivery is a forge's webhook delivery as the forge's adapter read it
+// (after checking its signature or token): a ping, an event that is not
+// acted on, or a question.
+type Delivery struct {
+	// Event is the delivery's event: one the forge's adapter knows, else
+	// "other" (a bounded label for metrics).
+	Event string
+	// Ping says the delivery only checks that the webhook works.
+	Ping bool
+	// Ignored, if not "", says why the delivery is not acted on.
+	Ignored string
+	// Comment is the question of a delivery that is acted on.
+	Comment Comment
+	// AutoRegister says that the forge's settings register an unknown
+	// repository from the event (ReceiveComment's autoRegister).
+	AutoRegister bool
 }
 
 // Receipt is what a received comment became, as the webhook answers it.
@@ -603,7 +624,7 @@ func (s *Webhooks) postReply(ctx context.Context, f Forge, wc *WebhookComment, t
 			}
 		}
 	}
-	body := ReplyBody(ReplyInput{Turn: t, HTMLURL: wc.HTMLURL, HeadSHA: rev.HeadSHA, Truncated: truncated, Forge: wc.Forge,
+	body := ReplyBody(ReplyInput{Turn: t, HTMLURL: wc.HTMLURL, HeadSHA: rev.HeadSHA, Truncated: truncated, Forge: f,
 		Unreviewed: rev.Backend == "" && rev.SessionID == ""})
 	id, err := f.PostReply(ctx, wc.ref(), body)
 	if err != nil {

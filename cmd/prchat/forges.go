@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 	"log/slog"
-	"net/url"
-	"strings"
 
-	"github.com/prchat/prchat/api"
-	"github.com/prchat/prchat/api/github"
-	"github.com/prchat/prchat/api/gitlab"
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/forge"
+	"github.com/prchat/prchat/forge/github"
+	"github.com/prchat/prchat/forge/gitlab"
 )
 
 // forges are the code hosts' API clients that the settings configure.
@@ -58,38 +56,27 @@ func (f forges) list() []chat.Forge {
 	return out
 }
 
-// credentials gives git the forge's token for a clone URL on the forge's
-// own host (and scheme: https, or http when the API itself is served so),
-// and nothing for any other.
+// credentials gives git a forge's credentials for a clone URL on its host.
 func (f forges) credentials(ctx context.Context, repo chat.Repository) (string, string, error) {
-	u, err := url.Parse(repo.CloneURL)
-	if err != nil {
-		return "", "", nil
-	}
+	var hosts []forge.GitHost
 	if f.github != nil {
-		scheme, host := f.github.GitHost()
-		if strings.EqualFold(u.Hostname(), host) && (u.Scheme == "https" || u.Scheme == scheme) {
-			return f.github.GitCredentials(ctx, repo.Name)
-		}
+		hosts = append(hosts, f.github)
 	}
 	if f.gitlab != nil {
-		scheme, host := f.gitlab.GitHost()
-		if strings.EqualFold(u.Hostname(), host) && (u.Scheme == "https" || u.Scheme == scheme) {
-			return f.gitlab.GitCredentials(ctx, repo.Name)
-		}
+		hosts = append(hosts, f.gitlab)
 	}
-	return "", "", nil
+	return forge.Credentials(ctx, repo, hosts...)
 }
 
-// webhooks configures the API's webhook routes.
-func (f forges) webhooks(cfg Config) (gh, gl api.WebhookConfig) {
-	gh = api.WebhookConfig{Secrets: []string{cfg.GitHubSecret, cfg.GitHubSecretPrevious}, AutoRegister: cfg.GitHubAutoRegister}
+// webhooks are the readers of the API's webhook routes.
+func (f forges) webhooks(cfg Config, log *slog.Logger) (*github.Webhook, *gitlab.Webhook) {
+	gh := forge.WebhookConfig{Secrets: []string{cfg.GitHubSecret, cfg.GitHubSecretPrevious}, AutoRegister: cfg.GitHubAutoRegister, Logger: log}
 	if f.github != nil {
 		gh.Self = f.github.Login
 	}
-	gl = api.WebhookConfig{Secrets: []string{cfg.GitLabSecret}, AutoRegister: cfg.GitLabAutoRegister}
+	gl := forge.WebhookConfig{Secrets: []string{cfg.GitLabSecret}, AutoRegister: cfg.GitLabAutoRegister, Logger: log}
 	if f.gitlab != nil {
 		gl.Self = f.gitlab.Login
 	}
-	return gh, gl
+	return github.NewWebhook(gh), gitlab.NewWebhook(gl)
 }

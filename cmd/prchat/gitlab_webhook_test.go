@@ -14,8 +14,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prchat/prchat/agentsession/scripted"
-	"github.com/prchat/prchat/api/gitlab/gitlabtest"
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/forge/gitlab/gitlabtest"
 )
 
 const testGitLabSecret = "gitlab-webhook-secret-42"

@@ -25,8 +25,9 @@ var adapterLibraries = []string{
 }
 
 // adapters are the top-level packages that implement or call chat's
-// interfaces and do not import each other.
-var adapters = []string{"store", "worker", "agentsession", "api"}
+// interfaces and do not import each other (forge: the code hosts, read by
+// the API and posted to by the worker's outbox, so under neither).
+var adapters = []string{"store", "worker", "agentsession", "api", "forge"}
 
 // listedPackage is what `go list -json` says of a package.
 type listedPackage struct {
@@ -59,8 +60,8 @@ func isFake(path string) bool {
 // layoutViolations returns what breaks the dependency rule of DESIGN.md
 // §1 in pkgs (prchat's packages, each with its dependencies): chat imports
 // no other prchat package and no adapter library; store, worker,
-// agentsession and api do not import each other; only cmd wires, and the
-// prchat binary links no bench and no fake.
+// agentsession, api and forge do not import each other; only cmd wires,
+// and the prchat binary links no bench and no fake.
 func layoutViolations(pkgs []listedPackage) []string {
 	var bad []string
 	for _, p := range pkgs {
@@ -137,6 +138,7 @@ func TestLayoutViolations(t *testing.T) {
 		pkg("chat/x", "github.com/hibiken/asynq"),
 		pkg("api", "chat", "worker"),
 		pkg("worker", "chat", "github.com/hibiken/asynq"),
+		pkg("forge/github", "chat", "forge", "api"),
 		pkg("agentsession/claude", "cmd/prchat/client"),
 		pkg("cmd/prchat", "chat", "store", "worker", "api", "agentsession", "cmd/prchat-bench/benchagent", "api/github/githubtest", "agentsession/scripted"),
 		pkg("cmd/prchat-bench", "store", "worker", "chat"),
@@ -145,6 +147,7 @@ func TestLayoutViolations(t *testing.T) {
 		module + "/chat/mask imports " + module + "/store: chat imports no other prchat package",
 		module + "/chat/x imports github.com/hibiken/asynq: chat imports no adapter library",
 		module + "/api imports " + module + "/worker: api and worker do not import each other",
+		module + "/forge/github imports " + module + "/api: forge and api do not import each other",
 		module + "/agentsession/claude imports " + module + "/cmd/prchat/client: only cmd wires, nothing imports it",
 		"the prchat binary links " + module + "/cmd/prchat-bench/benchagent: no bench and no fake in production",
 		"the prchat binary links " + module + "/api/github/githubtest: no bench and no fake in production",

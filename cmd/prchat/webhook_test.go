@@ -22,8 +22,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prchat/prchat/agentsession/scripted"
-	"github.com/prchat/prchat/api/github/githubtest"
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/forge/github/githubtest"
 )
 
 const (

@@ -279,7 +279,7 @@ func (d *daemon) mountAPI(cfg Config) error {
 	if err != nil {
 		return err
 	}
-	gh, gl := d.forges.webhooks(cfg)
+	gh, gl := d.forges.webhooks(cfg, d.log)
 	d.api, err = api.New(api.Config{Registry: d.registry, Logger: d.log, Access: d.access, RequestRate: cfg.RateRequests, MaxSessionBytes: cfg.MaxSessionBytes,
 		Dashboard: dash, GitHub: gh, GitLab: gl, PublicURL: cfg.PublicURL, Sessions: sessions}, d.domain.api())
 	return err

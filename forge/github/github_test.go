@@ -5,9 +5,9 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/prchat/prchat/api/github"
-	"github.com/prchat/prchat/api/github/githubtest"
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/forge/github"
+	"github.com/prchat/prchat/forge/github/githubtest"
 )
 
 func TestAppCredentialsAndRefusals(t *testing.T) {

@@ -1,7 +1,10 @@
-// Package gitlab is prchat's GitLab API adapter (chat.Forge): it looks up
-// merge requests, reacts to notes, and posts answers as replies in the
-// note's discussion, with a token (PRCHAT_GITLAB_TOKEN), through GitLab's
-// official Go client.
+// Package gitlab is prchat's GitLab adapter, in both directions. Webhook
+// (webhook.go) reads GitLab's note deliveries for the API: it checks their
+// X-Gitlab-Token and turns /ask notes on merge requests into chat.Comment
+// questions. Client (chat.Forge) looks up merge requests, awards emoji to
+// notes, and posts answers, with links to the cited lines, as replies in
+// the note's discussion, with a token (PRCHAT_GITLAB_TOKEN), through
+// GitLab's official Go client. Package gitlabtest fakes the REST API.
 package gitlab
 
 import (
@@ -20,6 +23,7 @@ import (
 	gl "gitlab.com/gitlab-org/api/client-go"
 
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/forge"
 )
 
 var _ chat.Forge = (*Client)(nil)
@@ -71,6 +75,12 @@ func New(cfg Config) (*Client, error) {
 
 // Name is chat.ForgeGitLab.
 func (c *Client) Name() string { return chat.ForgeGitLab }
+
+// LineLink is GitLab's link to lines of a file at a commit:
+// <repoURL>/-/blob/<commit>/<path>#L<start>-<end>.
+func (c *Client) LineLink(repoURL, commit, path string, start, end int) string {
+	return fmt.Sprintf("%s/-/blob/%s/%s#L%d-%d", strings.TrimRight(repoURL, "/"), commit, forge.LinkPath(path), start, end)
+}
 
 // Login returns the token's user name, whose notes are prchat's own.
 func (c *Client) Login(ctx context.Context) (string, error) {

@@ -1,8 +1,11 @@
-// Package github is prchat's GitHub API adapter: it looks up pull
-// requests, reacts to comments and posts answers back (chat.Forge), finds
-// the account prchat posts as, and gives git the credentials to clone
-// private repositories. It authenticates with a token, or as a GitHub App
-// with installation tokens that are cached until they expire.
+// Package github is prchat's GitHub adapter, in both directions. Webhook
+// (webhook.go) reads GitHub's deliveries for the API: it checks their
+// signature and turns /ask comments into chat.Comment questions. Client
+// (chat.Forge) looks up pull requests, reacts to comments, posts answers
+// back with links to the cited lines, finds the account prchat posts as,
+// and gives git the credentials to clone private repositories; it
+// authenticates with a token, or as a GitHub App with installation tokens
+// that are cached until they expire. Package githubtest fakes the REST API.
 package github
 
 import (
@@ -22,6 +25,7 @@ import (
 	gh "github.com/google/go-github/v88/github"
 
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/forge"
 )
 
 var _ chat.Forge = (*Client)(nil)
@@ -119,6 +123,12 @@ func (c *Client) newClient(hc *http.Client, opts ...gh.ClientOptionsFunc) (*gh.C
 
 // Name is chat.ForgeGitHub.
 func (c *Client) Name() string { return chat.ForgeGitHub }
+
+// LineLink is GitHub's link to lines of a file at a commit:
+// <repoURL>/blob/<commit>/<path>#L<start>-L<end>.
+func (c *Client) LineLink(repoURL, commit, path string, start, end int) string {
+	return fmt.Sprintf("%s/blob/%s/%s#L%d-L%d", strings.TrimRight(repoURL, "/"), commit, forge.LinkPath(path), start, end)
+}
 
 // client returns the API client for a repository: the token's, or the
 // installation's (from the event, else looked up for the repository).
