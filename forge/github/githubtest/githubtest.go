@@ -3,7 +3,8 @@
 // clients against it: pull requests, issue and review comments, replies,
 // reactions, the authenticated user, and a GitHub App's JWT-authenticated
 // routes with installation tokens that expire. It records every call and
-// can be scripted to fail.
+// can be scripted to fail (package forgetest, the core the forges' fakes
+// share).
 package githubtest
 
 import (
@@ -14,7 +15,6 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -26,17 +26,12 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v4"
+
+	"github.com/prchat/prchat/forge/forgetest"
 )
 
 // Call is one request the fake received.
-type Call struct {
-	Method string
-	Path   string
-	// Auth is the Authorization header's scheme and credential.
-	Auth   string
-	Body   string
-	Status int
-}
+type Call = forgetest.Call
 
 // Comment is a comment the fake holds (issue or review comment).
 type Comment struct {
@@ -59,11 +54,6 @@ type Reaction struct {
 	Content   string
 }
 
-type failure struct {
-	method, prefix string
-	status, left   int
-}
-
 type pull struct{ head, base string }
 
 type token struct {
@@ -74,6 +64,8 @@ type token struct {
 // Server is a fake GitHub API. Its URL is the API's base URL.
 type Server struct {
 	*httptest.Server
+	// Core records the calls and answers the failures scripted with Fail.
+	*forgetest.Core
 	t *testing.T
 
 	// Token is the personal access token the fake accepts (Bearer).
@@ -89,8 +81,6 @@ type Server struct {
 	TokenTTL time.Duration
 
 	mu        sync.Mutex
-	calls     []Call
-	failures  []*failure
 	pulls     map[string]pull
 	issue     map[string][]Comment // repo#pr -> PR timeline comments
 	review    map[string][]Comment // repo#pr -> review comments
@@ -110,7 +100,7 @@ func New(t *testing.T) *Server {
 		t.Fatal(err)
 	}
 	s := &Server{
-		t: t, Token: "ghp_faketoken0123456789", Login: "prchat-bot", Slug: "prchat", AppID: 4242, Key: key,
+		Core: &forgetest.Core{}, t: t, Token: "ghp_faketoken0123456789", Login: "prchat-bot", Slug: "prchat", AppID: 4242, Key: key,
 		pulls: map[string]pull{}, issue: map[string][]Comment{}, review: map[string][]Comment{},
 		tokens: map[string]token{}, installs: map[string]int64{}, nextID: 900000,
 	}
@@ -126,7 +116,7 @@ func New(t *testing.T) *Server {
 	mux.HandleFunc("POST /repos/{owner}/{repo}/pulls/{n}/comments/{id}/replies", s.reply)
 	mux.HandleFunc("POST /repos/{owner}/{repo}/issues/comments/{id}/reactions", s.react(false))
 	mux.HandleFunc("POST /repos/{owner}/{repo}/pulls/comments/{id}/reactions", s.react(true))
-	s.Server = httptest.NewServer(s.record(mux))
+	s.Server = httptest.NewServer(s.Handler(mux))
 	t.Cleanup(s.Close)
 	return s
 }
@@ -238,32 +228,6 @@ func (s *Server) Install(repo string, id int64) {
 	s.installs[repo] = id
 }
 
-// Fail makes the next n requests whose method is method and whose path
-// starts with prefix answer status.
-func (s *Server) Fail(method, prefix string, status, n int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.failures = append(s.failures, &failure{method, prefix, status, n})
-}
-
-// Calls returns the requests received so far.
-func (s *Server) Calls() []Call {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Call(nil), s.calls...)
-}
-
-// CallsTo returns the calls of method to paths starting with prefix.
-func (s *Server) CallsTo(method, prefix string) []Call {
-	var out []Call
-	for _, c := range s.Calls() {
-		if c.Method == method && strings.HasPrefix(c.Path, prefix) {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
 // IssueComments returns the PR timeline comments of repo#pr.
 func (s *Server) IssueComments(repo string, pr int) []Comment {
 	s.mu.Lock()
@@ -285,57 +249,12 @@ func (s *Server) Reactions() []Reaction {
 	return append([]Reaction(nil), s.reactions...)
 }
 
-// statusWriter remembers the status a handler wrote.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	w.status = code
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (s *Server) record(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(strings.NewReader(string(body)))
-		c := Call{Method: r.Method, Path: r.URL.Path, Auth: r.Header.Get("Authorization"), Body: string(body)}
-		s.mu.Lock()
-		var fail *failure
-		for _, f := range s.failures {
-			if f.left > 0 && f.method == r.Method && strings.HasPrefix(r.URL.Path, f.prefix) {
-				f.left--
-				fail = f
-				break
-			}
-		}
-		s.mu.Unlock()
-		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-		if fail != nil {
-			writeJSON(sw, fail.status, map[string]string{"message": "scripted failure"})
-		} else {
-			next.ServeHTTP(sw, r)
-		}
-		c.Status = sw.status
-		s.mu.Lock()
-		s.calls = append(s.calls, c)
-		s.mu.Unlock()
-	})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
 // authorized checks a token or installation token for repo (any repo when
 // ""), and answers 401 when it is missing, unknown or expired.
 func (s *Server) authorized(w http.ResponseWriter, r *http.Request, repo string) bool {
 	scheme, cred, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !strings.EqualFold(scheme, "bearer") && !strings.EqualFold(scheme, "token") {
-		writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "Requires authentication"})
+		forgetest.WriteJSON(w, http.StatusUnauthorized, map[string]string{"message": "Requires authentication"})
 		return false
 	}
 	if cred == s.Token {
@@ -347,13 +266,13 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request, repo string)
 	s.mu.Unlock()
 	switch {
 	case !ok:
-		writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "Bad credentials"})
+		forgetest.WriteJSON(w, http.StatusUnauthorized, map[string]string{"message": "Bad credentials"})
 		return false
 	case time.Now().After(tok.expires):
-		writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "Bad credentials (token expired)"})
+		forgetest.WriteJSON(w, http.StatusUnauthorized, map[string]string{"message": "Bad credentials (token expired)"})
 		return false
 	case repo != "" && inst != tok.installation:
-		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		forgetest.WriteJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
 		return false
 	}
 	return true
@@ -364,7 +283,7 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request, repo string)
 func (s *Server) appAuthorized(w http.ResponseWriter, r *http.Request) bool {
 	scheme, cred, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !strings.EqualFold(scheme, "bearer") {
-		writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "A JSON web token could not be decoded"})
+		forgetest.WriteJSON(w, http.StatusUnauthorized, map[string]string{"message": "A JSON web token could not be decoded"})
 		return false
 	}
 	claims := &jwt.RegisteredClaims{}
@@ -375,7 +294,7 @@ func (s *Server) appAuthorized(w http.ResponseWriter, r *http.Request) bool {
 		return &s.Key.PublicKey, nil
 	})
 	if err != nil || claims.Issuer != strconv.FormatInt(s.AppID, 10) {
-		writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "A JSON web token could not be decoded"})
+		forgetest.WriteJSON(w, http.StatusUnauthorized, map[string]string{"message": "A JSON web token could not be decoded"})
 		return false
 	}
 	return true
@@ -387,14 +306,14 @@ func (s *Server) user(w http.ResponseWriter, r *http.Request) {
 	if !s.authorized(w, r, "") {
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"login": s.Login, "id": 1, "type": "User"})
+	forgetest.WriteJSON(w, http.StatusOK, map[string]any{"login": s.Login, "id": 1, "type": "User"})
 }
 
 func (s *Server) app(w http.ResponseWriter, r *http.Request) {
 	if !s.appAuthorized(w, r) {
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": s.AppID, "slug": s.Slug, "name": s.Slug})
+	forgetest.WriteJSON(w, http.StatusOK, map[string]any{"id": s.AppID, "slug": s.Slug, "name": s.Slug})
 }
 
 func (s *Server) installation(w http.ResponseWriter, r *http.Request) {
@@ -405,10 +324,10 @@ func (s *Server) installation(w http.ResponseWriter, r *http.Request) {
 	id, ok := s.installs[repoOf(r)]
 	s.mu.Unlock()
 	if !ok {
-		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		forgetest.WriteJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": id, "app_id": s.AppID})
+	forgetest.WriteJSON(w, http.StatusOK, map[string]any{"id": id, "app_id": s.AppID})
 }
 
 func (s *Server) accessToken(w http.ResponseWriter, r *http.Request) {
@@ -427,7 +346,7 @@ func (s *Server) accessToken(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.tokens[tok] = token{installation: id, expires: exp}
 	s.mu.Unlock()
-	writeJSON(w, http.StatusCreated, map[string]any{"token": tok, "expires_at": exp.UTC().Format(time.RFC3339)})
+	forgetest.WriteJSON(w, http.StatusCreated, map[string]any{"token": tok, "expires_at": exp.UTC().Format(time.RFC3339)})
 }
 
 // Tokens returns how many installation tokens were issued.
@@ -446,10 +365,10 @@ func (s *Server) getPull(w http.ResponseWriter, r *http.Request) {
 	p, ok := s.pulls[fmt.Sprintf("%s#%d", repoOf(r), n)]
 	s.mu.Unlock()
 	if !ok {
-		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		forgetest.WriteJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"number": n, "head": map[string]string{"sha": p.head}, "base": map[string]string{"sha": p.base}})
+	forgetest.WriteJSON(w, http.StatusOK, map[string]any{"number": n, "head": map[string]string{"sha": p.head}, "base": map[string]string{"sha": p.base}})
 }
 
 func (s *Server) poster(r *http.Request) User {
@@ -464,7 +383,7 @@ func (s *Server) listIssueComments(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n, _ := strconv.Atoi(r.PathValue("n"))
-	writeJSON(w, http.StatusOK, s.IssueComments(repoOf(r), n))
+	forgetest.WriteJSON(w, http.StatusOK, s.IssueComments(repoOf(r), n))
 }
 
 func (s *Server) listReviewComments(w http.ResponseWriter, r *http.Request) {
@@ -472,7 +391,7 @@ func (s *Server) listReviewComments(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n, _ := strconv.Atoi(r.PathValue("n"))
-	writeJSON(w, http.StatusOK, s.ReviewComments(repoOf(r), n))
+	forgetest.WriteJSON(w, http.StatusOK, s.ReviewComments(repoOf(r), n))
 }
 
 func (s *Server) body(w http.ResponseWriter, r *http.Request) (string, bool) {
@@ -480,7 +399,7 @@ func (s *Server) body(w http.ResponseWriter, r *http.Request) (string, bool) {
 		Body string `json:"body"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Body == "" {
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"message": "Validation Failed"})
+		forgetest.WriteJSON(w, http.StatusUnprocessableEntity, map[string]string{"message": "Validation Failed"})
 		return "", false
 	}
 	return in.Body, true
@@ -502,7 +421,7 @@ func (s *Server) createIssueComment(w http.ResponseWriter, r *http.Request) {
 	s.issue[k] = append(s.issue[k], c)
 	s.mu.Unlock()
 	s.held(r)
-	writeJSON(w, http.StatusCreated, c)
+	forgetest.WriteJSON(w, http.StatusCreated, c)
 }
 
 func (s *Server) reply(w http.ResponseWriter, r *http.Request) {
@@ -525,7 +444,7 @@ func (s *Server) reply(w http.ResponseWriter, r *http.Request) {
 	}
 	if !found {
 		s.mu.Unlock()
-		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		forgetest.WriteJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
 		return
 	}
 	s.nextID++
@@ -533,7 +452,7 @@ func (s *Server) reply(w http.ResponseWriter, r *http.Request) {
 	s.review[k] = append(s.review[k], c)
 	s.mu.Unlock()
 	s.held(r)
-	writeJSON(w, http.StatusCreated, c)
+	forgetest.WriteJSON(w, http.StatusCreated, c)
 }
 
 func (s *Server) react(review bool) http.HandlerFunc {
@@ -549,6 +468,6 @@ func (s *Server) react(review bool) http.HandlerFunc {
 		s.mu.Lock()
 		s.reactions = append(s.reactions, Reaction{CommentID: id, Review: review, Content: in.Content})
 		s.mu.Unlock()
-		writeJSON(w, http.StatusCreated, map[string]any{"id": 1, "content": in.Content})
+		forgetest.WriteJSON(w, http.StatusCreated, map[string]any{"id": 1, "content": in.Content})
 	}
 }

@@ -1,0 +1,123 @@
+// Package forgetest is the core that the fakes of the forges' REST APIs
+// (forge/github/githubtest, forge/gitlab/gitlabtest) share: it records every
+// call a fake receives with the status it answered, and answers scripted
+// failures in place of the fake's routes.
+package forgetest
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+)
+
+// Call is one request a fake received.
+type Call struct {
+	Method string
+	// Path is the request's path; escaped (a GitLab project id is
+	// owner%2Fname) when the Core is made with escaped paths.
+	Path string
+	// Auth is the Authorization header's scheme and credential.
+	Auth   string
+	Body   string
+	Status int
+}
+
+type failure struct {
+	method, prefix string
+	status, left   int
+}
+
+// Core records the calls of a fake and answers its scripted failures. Its
+// zero value records unescaped paths; it is safe for concurrent use.
+type Core struct {
+	// EscapedPaths records and matches paths escaped.
+	EscapedPaths bool
+
+	mu       sync.Mutex
+	calls    []Call
+	failures []*failure
+}
+
+// Fail makes the next n requests whose method is method and whose path
+// starts with prefix answer status.
+func (c *Core) Fail(method, prefix string, status, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.failures = append(c.failures, &failure{method, prefix, status, n})
+}
+
+// Calls returns the requests received so far.
+func (c *Core) Calls() []Call {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]Call(nil), c.calls...)
+}
+
+// CallsTo returns the calls of method to paths starting with prefix.
+func (c *Core) CallsTo(method, prefix string) []Call {
+	var out []Call
+	for _, call := range c.Calls() {
+		if call.Method == method && strings.HasPrefix(call.Path, prefix) {
+			out = append(out, call)
+		}
+	}
+	return out
+}
+
+// Handler records each request to next, answering a scripted failure (a
+// JSON message, as the forges answer errors) in its place when one is due.
+func (c *Core) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(strings.NewReader(string(body)))
+		path := r.URL.Path
+		if c.EscapedPaths {
+			path = r.URL.EscapedPath()
+		}
+		call := Call{Method: r.Method, Path: path, Auth: r.Header.Get("Authorization"), Body: string(body)}
+		sw := &StatusWriter{ResponseWriter: w, Status: http.StatusOK}
+		if f := c.due(r.Method, path); f != nil {
+			WriteJSON(sw, f.status, map[string]string{"message": "scripted failure"})
+		} else {
+			next.ServeHTTP(sw, r)
+		}
+		call.Status = sw.Status
+		c.mu.Lock()
+		c.calls = append(c.calls, call)
+		c.mu.Unlock()
+	})
+}
+
+// due takes one of the failures scripted for a request, or returns nil.
+func (c *Core) due(method, path string) *failure {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, f := range c.failures {
+		if f.left > 0 && f.method == method && strings.HasPrefix(path, f.prefix) {
+			f.left--
+			return f
+		}
+	}
+	return nil
+}
+
+// StatusWriter remembers the status a handler wrote.
+type StatusWriter struct {
+	http.ResponseWriter
+	Status int
+}
+
+// WriteHeader records code and writes it.
+func (w *StatusWriter) WriteHeader(code int) {
+	w.Status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// WriteJSON answers status with v as JSON.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,48 @@
+package forgetest_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/prchat/prchat/forge/forgetest"
+)
+
+// TestCore: every call is recorded with the status answered, and a
+// scripted failure answers in the route's place as often as asked.
+func TestCore(t *testing.T) {
+	t.Parallel()
+	core := &forgetest.Core{EscapedPaths: true}
+	srv := httptest.NewServer(core.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		forgetest.WriteJSON(w, http.StatusCreated, map[string]string{"ok": "yes"})
+	})))
+	defer srv.Close()
+	core.Fail("POST", "/projects/a%2Fb", http.StatusBadGateway, 1)
+	post := func(path string) int {
+		req, _ := http.NewRequest("POST", srv.URL+path, strings.NewReader(`{"body":"x"}`))
+		req.Header.Set("Authorization", "Bearer t")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	got := []int{post("/projects/a%2Fb/notes"), post("/projects/a%2Fb/notes"), post("/other")}
+	if diff := cmp.Diff([]int{http.StatusBadGateway, http.StatusCreated, http.StatusCreated}, got); diff != "" {
+		t.Errorf("statuses (-want +got):\n%s", diff)
+	}
+	want := []forgetest.Call{
+		{Method: "POST", Path: "/projects/a%2Fb/notes", Auth: "Bearer t", Body: `{"body":"x"}`, Status: http.StatusBadGateway},
+		{Method: "POST", Path: "/projects/a%2Fb/notes", Auth: "Bearer t", Body: `{"body":"x"}`, Status: http.StatusCreated},
+	}
+	if diff := cmp.Diff(want, core.CallsTo("POST", "/projects/")); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+	if n := len(core.Calls()); n != 3 {
+		t.Errorf("%d calls recorded, want 3", n)
+	}
+}
