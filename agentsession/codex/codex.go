@@ -103,8 +103,12 @@ type Config struct {
 }
 
 // Backend is the codex backend. It implements chat.Backend and is safe for
-// concurrent use: calls that resume one session run one at a time (the
-// CLI refuses a second writer of a session), others run in parallel.
+// concurrent use: calls that fork or resume sessions of one lineage (a
+// review's session and the conversations forked from it) run one at a
+// time on a host, and a restore of its files waits for them (the CLI
+// refuses a second writer of a session, and a fork whose parent's rollout
+// changes or is projected by another process meanwhile); others run in
+// parallel.
 type Backend struct {
 	bin       string
 	env       []string

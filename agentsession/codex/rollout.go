@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -57,6 +59,28 @@ func (b *Backend) rollout(id string) (string, error) {
 		cur, curPath = parent, pp
 	}
 	return "", fmt.Errorf("codex session %s: forked more than %d times deep: %w", id, maxLineage, chat.ErrSessionGone)
+}
+
+// lineageRoot returns the session that id was forked from, through every
+// fork, as far as the rollouts on this host tell (id itself when it is no
+// fork): the runs and restores of one lineage share its rollout.
+func (b *Backend) lineageRoot(id string) string {
+	root := strings.ToLower(id)
+	seen := map[string]bool{root: true}
+	for range maxLineage {
+		path, err := b.findRollout(root)
+		if err != nil {
+			return root
+		}
+		meta, err := readSessionMeta(path)
+		parent := strings.ToLower(meta.ForkedFromID)
+		if err != nil || parent == "" || seen[parent] {
+			return root
+		}
+		seen[parent] = true
+		root = parent
+	}
+	return root
 }
 
 // findRollout finds the session file of session id:
@@ -322,7 +346,7 @@ func (b *Backend) ReadSessionFile(_ context.Context, ref chat.SessionRef) ([]byt
 // points into its parent's file at a byte offset; when the parent is among
 // files, that offset is moved to where the same line is in the parent as
 // restored.
-func (b *Backend) RestoreSession(_ context.Context, dir string, files []chat.SessionFile) error {
+func (b *Backend) RestoreSession(ctx context.Context, dir string, files []chat.SessionFile) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return fmt.Errorf("codex: restore sessions into %s: %w", dir, err)
@@ -331,8 +355,36 @@ func (b *Backend) RestoreSession(_ context.Context, dir string, files []chat.Ses
 		abs = real // the CLI records its working directory as the kernel names it
 	}
 	byID := map[string]chat.SessionFile{}
+	parents := map[string]string{}
 	for _, f := range files {
 		byID[strings.ToLower(f.SessionID)] = f
+		if meta, err := parseMeta(f.Data); err == nil {
+			parents[strings.ToLower(f.SessionID)] = strings.ToLower(meta.ForkedFromID)
+		}
+	}
+	// A run of the lineage (Run) reads these files: the restore waits
+	// until none runs here.
+	roots := map[string]bool{}
+	for id := range byID {
+		root := id
+		for range maxLineage {
+			p := parents[root]
+			if p == "" {
+				break
+			}
+			root = p
+			if _, ok := byID[p]; !ok {
+				break
+			}
+		}
+		roots[root] = true
+	}
+	for _, root := range slices.Sorted(maps.Keys(roots)) {
+		unlock, err := b.locks.Lock(ctx, root)
+		if err != nil {
+			return fmt.Errorf("codex: restore session %s: %w", root, err)
+		}
+		defer unlock()
 	}
 	for _, f := range files {
 		if !agentsession.IsUUID(f.SessionID) {

@@ -61,10 +61,16 @@ func (b *Backend) Run(ctx context.Context, req chat.RunRequest, emit func(chat.E
 			return chat.RunResult{}, fmt.Errorf("codex %s: %w", verb, err)
 		}
 	}
-	if verb == "resume" {
-		unlock, err := b.locks.Lock(ctx, req.Session.ID)
+	if verb != "start" {
+		// One run at a time per lineage on this host: the CLI refuses a
+		// second writer of a session, a fork or resume whose parent's
+		// rollout is rewritten under it (a restore for another
+		// conversation), and a fork while another process projects the
+		// same parent ("thread history projection ... is behind durable
+		// rollout").
+		unlock, err := b.locks.Lock(ctx, b.lineageRoot(req.Session.ID))
 		if err != nil {
-			return chat.RunResult{}, fmt.Errorf("codex resume: %w", err)
+			return chat.RunResult{}, fmt.Errorf("codex %s: %w", verb, err)
 		}
 		defer unlock()
 	}

@@ -1,11 +1,14 @@
 package codex_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/prchat/prchat/agentsession/codex"
 	"github.com/prchat/prchat/agentsession/fakeapi/responses"
@@ -155,6 +158,83 @@ func TestCheckSessionFile(t *testing.T) {
 		_, err := b.CheckSessionFile([]byte(tc.data), tc.id)
 		if chat.ErrorCode(err) != chat.CodeInvalid || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: CheckSessionFile = %v, want invalid saying %q", name, err, tc.want)
+		}
+	}
+}
+
+// TestForksOfOneReviewTakeTurns: two conversations about one review on
+// one host fork it one after the other, and a restore of its rollout
+// waits while a fork runs: the CLI fails a fork whose parent's rollout is
+// rewritten or projected by another process meanwhile ("thread history
+// projection ... is behind durable rollout").
+func TestForksOfOneReviewTakeTurns(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	laptopDir := e.runDir()
+	e.api.Push(
+		responses.Reply{Calls: []responses.Call{responses.Shell("cat " + filepath.Join(laptopDir, "config/config.go"))}},
+		responses.Reply{Text: "REVIEW-2f7: Load does not bound max_retries."},
+	)
+	reviewID := e.bareExec(laptopDir, "read-only", "Review this change.")
+	data, err := e.b.ReadSessionFile(ctx, chat.SessionRef{ID: reviewID, Dir: laptopDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := e.b.CheckSessionFile(data, reviewID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	review := []chat.SessionFile{{Backend: chat.BackendCodex, SessionID: reviewID, Cwd: info.Cwd, Data: data}}
+	w := e.otherHost()
+	e.b = w
+	var mu sync.Mutex
+	var calls []time.Time
+	started := make(chan struct{}, 2)
+	e.api.Handle(func(r responses.Request) responses.Reply {
+		mu.Lock()
+		calls = append(calls, time.Now())
+		mu.Unlock()
+		started <- struct{}{}
+		return responses.Reply{Text: answer("FORK-ANSWER: unbounded."), Delay: time.Second}
+	})
+	type result struct{ err error }
+	fork := func(dir string, done chan<- result) {
+		err := w.RestoreSession(ctx, dir, review)
+		if err == nil {
+			_, _, err = e.call(ctx, request(dir, chat.SessionForked, reviewID))
+		}
+		done <- result{err}
+	}
+	dir1, dir2 := e.runDir(), e.runDir()
+	first, second := make(chan result, 1), make(chan result, 1)
+	go fork(dir1, first)
+	select {
+	case <-started:
+	case r := <-first:
+		t.Fatalf("the first fork ended before it reached the model: %v", r.err)
+	}
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	err = w.RestoreSession(short, dir2, review)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a restore while the fork runs = %v, want it to wait (deadline exceeded)", err)
+	}
+	go fork(dir2, second)
+	r1, r2 := <-first, <-second
+	if r1.err != nil || r2.err != nil {
+		t.Fatalf("forks: %v, %v", r1.err, r2.err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// The first fork's answer comes a second after its call, and it holds
+	// the lineage until its CLI exits.
+	if len(calls) != 2 || calls[1].Before(calls[0].Add(time.Second)) {
+		t.Errorf("the model was called at %v: the second fork ran while the first did", calls)
+	}
+	for _, r := range e.api.Requests()[2:] {
+		if !r.Contains("REVIEW-2f7") {
+			t.Errorf("a fork's request lacks the review's messages:\n%v", r.Texts(""))
 		}
 	}
 }
