@@ -28,6 +28,10 @@ type clusterConfig struct {
 	concurrency int           // turns a worker runs at once; default 4
 	grace       time.Duration // PRCHAT_SHUTDOWN_GRACE of the workers; 0: their default
 	sentinel    bool          // Redis is a master, a replica and three sentinels
+	// workerEnv, if set, adds to a worker's environment, given the
+	// process's name and its data directory (also its HOME): the settings
+	// of its agent CLIs.
+	workerEnv func(t *testing.T, name, dataDir string) map[string]string
 }
 
 // cluster is one prchat deployment under test: a database of its own on
@@ -163,6 +167,11 @@ func (c *cluster) newProc(name, role, id string) *proc {
 	}
 	if c.cfg.grace > 0 {
 		env["PRCHAT_SHUTDOWN_GRACE"] = c.cfg.grace.String()
+	}
+	if role == "worker" && c.cfg.workerEnv != nil {
+		for k, v := range c.cfg.workerEnv(c.t, name, dataDir) {
+			env[k] = v
+		}
 	}
 	p.env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dataDir, "TZ=UTC"}
 	for k, v := range env {

@@ -13,6 +13,14 @@
 // suite's own (model_test.go), a few lines of the streaming protocol, so
 // that it depends on nothing but the protocol go-openai speaks.
 //
+// One cluster's workers run the real Claude Code and Codex CLIs instead
+// (PRCHAT_TEST_CLAUDE_BIN / PRCHAT_TEST_CODEX_BIN or their CI install
+// place; missing CLIs skip that trial unless CI is set), against the fake
+// model APIs of agentsession/fakeapi, holding conversations about reviews
+// written on "laptops" that are gone: the worker holding them is killed in
+// the middle of a turn, and every turn must resume on the other worker
+// from its stored session file, with the whole history, never seeded.
+//
 // Its trials kill (SIGKILL), stall (SIGSTOP/SIGCONT) and stop (SIGTERM)
 // workers, stop the API under its SSE subscribers, flush Redis with turns
 // queued and running, stop Postgres for 10 s under 20 asks a second, and
