@@ -139,8 +139,13 @@
 // case-insensitive on ASCII, finds the keywords of all rules (token
 // prefixes, key names, "://", "-----BEGIN", …), and at each hit only the
 // rules of that keyword run, as hand-written scanners over the bytes next to
-// the hit. No regular expression runs over the text. Overlapping candidates
-// are resolved by earliest start, then longest span, then rule priority.
+// the hit. No regular expression runs over the text. The automaton's loop
+// (automaton.next) runs alone up to the next hit, so that its state stays in
+// registers, and the checks of a value run cheapest first (a service
+// shape's length and bytes before its placeholder and variety tests).
+// Overlapping candidates are resolved by earliest start, then longest span,
+// then rule priority; the scan finds them nearly in that order, so an
+// insertion sort orders them.
 // Text that already has the form "[masked:<rule>]" is kept verbatim, which
 // makes masking idempotent. When nothing is masked, [Masker.String] returns
 // its argument without allocating.
@@ -158,16 +163,25 @@
 // concatenation of all Write results and Flush equals String of the whole
 // text, whatever the split (the tests check this at every byte), and a
 // secret split across deltas never leaks. The stream keeps only the
-// unreleased tail plus a little context for rules that look back; the
-// prefilter runs over each byte once (its state and the keyword occurrences
-// still in play are kept between deltas). A decision that did not read past
-// the end is final: its candidates are kept and its rule does not run
-// again; only the occurrences still provisional run again on each Write,
-// and they skip the checks of a value that runs to the end (the release
-// stops before their keyword, so a provisional candidate cannot change what
-// is released). A delta is appended to a growing block without copying the
-// retained text, and text released with nothing masked in it is returned as
-// a substring of that block (a block holds a few kB).
+// unreleased tail plus a little context for rules that look back (it
+// forgets older text in pieces of at least 512 bytes); the prefilter runs
+// over each byte once (its state and the keyword occurrences still in play
+// are kept between deltas). A decision that did not read past the end is
+// final: its candidates are kept and its rule does not run again. A
+// provisional decision keeps no candidates (the release stops before its
+// keyword, so they could not change what is released) and skips the checks
+// of a value that runs to the end. It is made again only when the new text
+// can change it: when the first read past the end was a run of bytes (a
+// token body, a value, a key name; view.run records the run's byte set and
+// length limit), not while the text grows by bytes of that run alone; a
+// service name's window, not before a newline, a '[' or the end of the
+// window arrives. Skipping a decision can only delay a release, never
+// change what is masked. A delta is appended to a growing block without
+// copying the retained text, and text released with nothing masked in it is
+// returned as a substring of that block (a block holds a few kB). The
+// check for a value that a label could still follow (beforeHold) reads
+// where the trailing runs it looks back over start from the stream, which
+// updates them from each delta alone.
 //
 // Within one scan the keywords inside one key name (secret_key holds
 // "secret" and "key") share one decision of the generic rule, and the
@@ -198,7 +212,8 @@
 // checks that 16-byte deltas give String's output on every record. The
 // comparison module prints gitleaks' figures on the same corpus, and its
 // BenchmarkThroughput both detectors on dense secret text (the corpus
-// joined) and on ordinary source code.
+// joined) and on ordinary source code: prchat's String and Stream in 16-
+// and 64-byte deltas beside gitleaks, in MB/s and MB per CPU second.
 //
 // The package's own benchmarks (go test -bench . -cpu 1 ./chat/mask)
 // measure a 200-byte answer (BenchmarkString200B), 4 MB of mixed text

@@ -128,6 +128,23 @@ type nearDef struct {
 	shapes []shape
 }
 
+// parseNearDefs reads the dictionary's table: one service a line, its rule
+// name, its names (separated by commas) and its shapes (parseShapes).
+func parseNearDefs(table string) []nearDef {
+	var out []nearDef
+	for _, line := range strings.Split(table, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if len(f) < 3 {
+			panic("mask: bad dictionary line " + line)
+		}
+		out = append(out, nearDef{rule: f[0], names: strings.Split(f[1], ","), shapes: parseShapes(strings.Join(f[2:], " "))})
+	}
+	return out
+}
+
 // nearWindow is how far after a service's name its credential may start.
 const nearWindow = 96
 
@@ -140,6 +157,12 @@ type shape struct {
 	min, max int
 	uuid     bool
 	hex      bool // hexadecimal: needs a digit and a letter
+}
+
+// shapeSets are the byte sets of parseShapes' names.
+var shapeSets = map[string]*byteSet{
+	"hex": setHex, "alnum": setAlnum, "b64url": setB64URL, "b64": setB64Std,
+	"upper": setUpperNum, "lower": setLowerNum, "digits": setDigit,
 }
 
 // parseShapes reads shapes written as "hex32", "alnum40", "b64url43",
@@ -165,24 +188,11 @@ func parseShapes(spec string) []shape {
 		var sh shape
 		sh.min, _ = strconv.Atoi(lo)
 		sh.max, _ = strconv.Atoi(hi)
-		switch name {
-		case "hex":
-			sh.set, sh.hex = setHex, true
-		case "alnum":
-			sh.set = setAlnum
-		case "b64url":
-			sh.set = setB64URL
-		case "b64":
-			sh.set = setB64Std
-		case "upper":
-			sh.set = setUpperNum
-		case "lower":
-			sh.set = setLowerNum
-		case "digits":
-			sh.set = setDigit
-		default:
+		set, ok := shapeSets[name]
+		if !ok {
 			panic("mask: unknown shape " + f)
 		}
+		sh.set, sh.hex = set, name == "hex"
 		out = append(out, sh)
 	}
 	return out
@@ -228,136 +238,139 @@ func (sh shape) matches(v string) bool {
 }
 
 // nearDefs is the keyword dictionary: services whose credentials have no
-// prefix of their own, with the shapes their documentation gives. Names are
+// prefix of their own, with the shapes their documentation gives, one
+// service a line (rule name, names separated by commas, shapes). Names are
 // chosen so that they are not ordinary English or programming words.
-var nearDefs = []nearDef{
-	{"airbrake-api-key", []string{"airbrake"}, parseShapes("hex32 hex40")},
-	{"algolia-api-key", []string{"algolia"}, parseShapes("hex32")},
-	{"bugsnag-api-key", []string{"bugsnag"}, parseShapes("hex32")},
-	{"rollbar-token", []string{"rollbar"}, parseShapes("hex32")},
-	{"raygun-api-key", []string{"raygun"}, parseShapes("alnum22-24")},
-	{"mandrill-api-key", []string{"mandrill"}, parseShapes("b64url22")},
-	{"sparkpost-api-key", []string{"sparkpost"}, parseShapes("hex40")},
-	{"postmark-token", []string{"postmark"}, parseShapes("uuid")},
-	{"pagerduty-token", []string{"pagerduty"}, parseShapes("b64url20 b64url32")},
-	{"opsgenie-api-key", []string{"opsgenie"}, parseShapes("uuid")},
-	{"loggly-token", []string{"loggly"}, parseShapes("uuid")},
-	{"logdna-key", []string{"logdna", "mezmo"}, parseShapes("hex32")},
-	{"confluent-api-key", []string{"confluent"}, parseShapes("upper16 b64_64")},
-	{"plivo-token", []string{"plivo"}, parseShapes("upper20 alnum40")},
-	{"nexmo-api-secret", []string{"nexmo", "vonage"}, parseShapes("alnum16")},
-	{"pusher-key", []string{"pusher"}, parseShapes("hex20")},
-	{"braintree-key", []string{"braintree"}, parseShapes("hex32")},
-	{"paypal-client-secret", []string{"paypal"}, parseShapes("b64url80")},
-	{"binance-api-key", []string{"binance"}, parseShapes("alnum64")},
-	{"bitfinex-api-key", []string{"bitfinex"}, parseShapes("alnum43")},
-	{"zendesk-token", []string{"zendesk"}, parseShapes("alnum40")},
-	{"freshdesk-api-key", []string{"freshdesk"}, parseShapes("alnum20")},
-	{"okta-api-token", []string{"okta"}, parseShapes("b64url42")},
-	{"auth0-client-secret", []string{"auth0"}, parseShapes("b64url64")},
-	{"onelogin-secret", []string{"onelogin"}, parseShapes("hex64")},
-	{"circleci-token", []string{"circleci"}, parseShapes("hex40")},
-	{"travis-token", []string{"travis"}, parseShapes("b64url22")},
-	{"codecov-token", []string{"codecov"}, parseShapes("uuid")},
-	{"coveralls-token", []string{"coveralls"}, parseShapes("alnum32-37")},
-	{"netlify-token", []string{"netlify"}, parseShapes("b64url43")},
-	{"vercel-token", []string{"vercel"}, parseShapes("alnum24")},
-	{"linode-token", []string{"linode"}, parseShapes("hex64")},
-	{"vultr-api-key", []string{"vultr"}, parseShapes("upper36")},
-	{"hetzner-token", []string{"hetzner"}, parseShapes("alnum64")},
-	{"scaleway-secret-key", []string{"scaleway"}, parseShapes("uuid")},
-	{"fastly-api-token", []string{"fastly"}, parseShapes("b64url32")},
-	{"tomtom-api-key", []string{"tomtom"}, parseShapes("alnum32")},
-	{"openweather-api-key", []string{"openweather"}, parseShapes("hex32")},
-	{"weatherstack-api-key", []string{"weatherstack"}, parseShapes("hex32")},
-	{"ipstack-api-key", []string{"ipstack"}, parseShapes("hex32")},
-	{"ipinfo-token", []string{"ipinfo"}, parseShapes("hex14")},
-	{"newsapi-key", []string{"newsapi"}, parseShapes("hex32")},
-	{"spotify-client-secret", []string{"spotify"}, parseShapes("hex32")},
-	{"twitter-secret", []string{"twitter"}, parseShapes("alnum50 alnum25")},
-	{"linkedin-client-secret", []string{"linkedin"}, parseShapes("alnum16")},
-	{"discord-client-secret", []string{"discord"}, parseShapes("b64url32")},
-	{"twitch-client-secret", []string{"twitch"}, parseShapes("lower30")},
-	{"dropbox-app-secret", []string{"dropbox"}, parseShapes("lower15")},
-	{"trello-token", []string{"trello"}, parseShapes("hex32 hex64")},
-	{"todoist-token", []string{"todoist"}, parseShapes("hex40")},
-	{"jira-api-token", []string{"jira", "confluence"}, parseShapes("alnum24")},
-	{"zoom-client-secret", []string{"zoom_", "zoomus"}, parseShapes("alnum32")},
-	{"sentry-token", []string{"sentry"}, parseShapes("hex64")},
-	{"vouchery-api-key", []string{"vouchery"}, parseShapes("hex32")},
-	{"mailjet-api-key", []string{"mailjet"}, parseShapes("hex32")},
-	{"sendinblue-api-key", []string{"sendinblue"}, parseShapes("hex64")},
-	{"messagebird-api-key", []string{"messagebird"}, parseShapes("alnum25")},
-	{"clicksend-api-key", []string{"clicksend"}, parseShapes("upper36")},
-	{"telnyx-api-key", []string{"telnyx"}, parseShapes("b64url32-60")},
-	{"cloudinary-api-secret", []string{"cloudinary"}, parseShapes("b64url27")},
-	{"imgur-client-secret", []string{"imgur"}, parseShapes("hex40")},
-	{"giphy-api-key", []string{"giphy"}, parseShapes("alnum32")},
-	{"unsplash-access-key", []string{"unsplash"}, parseShapes("b64url43")},
-	{"mapquest-api-key", []string{"mapquest"}, parseShapes("alnum32")},
-	{"positionstack-api-key", []string{"positionstack"}, parseShapes("hex32")},
-	{"abstractapi-key", []string{"abstractapi"}, parseShapes("hex32")},
-	{"browserstack-access-key", []string{"browserstack"}, parseShapes("alnum20")},
-	{"saucelabs-access-key", []string{"saucelabs", "sauce_"}, parseShapes("uuid")},
-	{"wakatime-api-key", []string{"wakatime"}, parseShapes("uuid")},
-	{"gitter-token", []string{"gitter"}, parseShapes("hex40")},
-	{"heroku-api-key", []string{"heroku"}, parseShapes("uuid")},
-	{"datadog-api-key", []string{"datadog"}, parseShapes("hex32 hex40")},
-	{"twilio-auth-token", []string{"twilio"}, parseShapes("hex32")},
-	{"wandb-api-key", []string{"wandb"}, parseShapes("hex40")},
-	{"cohere-api-key", []string{"cohere"}, parseShapes("alnum40")},
-	{"mistral-api-key", []string{"mistral"}, parseShapes("alnum32")},
-	{"deepgram-api-key", []string{"deepgram"}, parseShapes("hex40")},
-	{"assemblyai-api-key", []string{"assemblyai"}, parseShapes("hex32")},
-	{"elevenlabs-api-key", []string{"elevenlabs"}, parseShapes("hex32")},
-	{"pinata-api-key", []string{"pinata"}, parseShapes("hex20 hex64")},
-	{"etherscan-api-key", []string{"etherscan"}, parseShapes("upper34")},
-	{"infura-api-key", []string{"infura"}, parseShapes("hex32")},
-	{"alchemy-api-key", []string{"alchemy"}, parseShapes("b64url32")},
-	{"moralis-api-key", []string{"moralis"}, parseShapes("alnum64")},
-	{"coinmarketcap-api-key", []string{"coinmarketcap"}, parseShapes("uuid")},
-	{"shodan-api-key", []string{"shodan"}, parseShapes("alnum32")},
-	{"virustotal-api-key", []string{"virustotal"}, parseShapes("hex64")},
-	{"hunter-api-key", []string{"hunterio", "hunter_io"}, parseShapes("hex40")},
-	{"clearbit-api-key", []string{"clearbit"}, parseShapes("b64url35")},
-	{"fullcontact-api-key", []string{"fullcontact"}, parseShapes("alnum32")},
-	{"segment-write-key", []string{"segment_write", "segmentio"}, parseShapes("alnum32")},
-	{"mixpanel-secret", []string{"mixpanel"}, parseShapes("hex32")},
-	{"intercom-token", []string{"intercom"}, parseShapes("b64_60")},
-	{"calendly-token", []string{"calendly"}, parseShapes("hex64")},
-	{"typeform-token", []string{"typeform"}, parseShapes("b64url44")},
-	{"surveymonkey-token", []string{"surveymonkey"}, parseShapes("b64url40-70")},
-	{"aircall-token", []string{"aircall"}, parseShapes("hex32")},
-	{"bitly-token", []string{"bitly"}, parseShapes("hex40")},
-	{"buttercms-token", []string{"buttercms"}, parseShapes("hex40")},
-	{"storyblok-token", []string{"storyblok"}, parseShapes("alnum22-24")},
-	{"contentstack-token", []string{"contentstack"}, parseShapes("alnum24-35")},
-	{"prismic-token", []string{"prismic"}, parseShapes("b64url60-80")},
-	{"gocardless-token", []string{"gocardless"}, parseShapes("b64url40")},
-	{"mollie-api-key", []string{"mollie"}, parseShapes("alnum30")},
-	{"razorpay-secret", []string{"razorpay"}, parseShapes("alnum24")},
-	{"paystack-secret", []string{"paystack"}, parseShapes("hex40")},
-	{"lob-api-key", []string{"lob_"}, parseShapes("hex35")},
-	{"easypost-api-key", []string{"easypost"}, parseShapes("alnum22")},
-	{"shipengine-api-key", []string{"shipengine"}, parseShapes("b64url43")},
-	{"aftership-api-key", []string{"aftership"}, parseShapes("uuid")},
-	{"ably-api-key", []string{"ably_", "ablyio"}, parseShapes("b64url43")},
-	{"kraken-api-secret", []string{"krakenio", "kraken_api"}, parseShapes("b64_88")},
-	{"jotform-api-key", []string{"jotform"}, parseShapes("hex32")},
-	{"wufoo-api-key", []string{"wufoo"}, parseShapes("upper19")},
-}
+var nearDefs = parseNearDefs(`
+airbrake-api-key         airbrake                 hex32 hex40
+algolia-api-key          algolia                  hex32
+bugsnag-api-key          bugsnag                  hex32
+rollbar-token            rollbar                  hex32
+raygun-api-key           raygun                   alnum22-24
+mandrill-api-key         mandrill                 b64url22
+sparkpost-api-key        sparkpost                hex40
+postmark-token           postmark                 uuid
+pagerduty-token          pagerduty                b64url20 b64url32
+opsgenie-api-key         opsgenie                 uuid
+loggly-token             loggly                   uuid
+logdna-key               logdna,mezmo             hex32
+confluent-api-key        confluent                upper16 b64_64
+plivo-token              plivo                    upper20 alnum40
+nexmo-api-secret         nexmo,vonage             alnum16
+pusher-key               pusher                   hex20
+braintree-key            braintree                hex32
+paypal-client-secret     paypal                   b64url80
+binance-api-key          binance                  alnum64
+bitfinex-api-key         bitfinex                 alnum43
+zendesk-token            zendesk                  alnum40
+freshdesk-api-key        freshdesk                alnum20
+okta-api-token           okta                     b64url42
+auth0-client-secret      auth0                    b64url64
+onelogin-secret          onelogin                 hex64
+circleci-token           circleci                 hex40
+travis-token             travis                   b64url22
+codecov-token            codecov                  uuid
+coveralls-token          coveralls                alnum32-37
+netlify-token            netlify                  b64url43
+vercel-token             vercel                   alnum24
+linode-token             linode                   hex64
+vultr-api-key            vultr                    upper36
+hetzner-token            hetzner                  alnum64
+scaleway-secret-key      scaleway                 uuid
+fastly-api-token         fastly                   b64url32
+tomtom-api-key           tomtom                   alnum32
+openweather-api-key      openweather              hex32
+weatherstack-api-key     weatherstack             hex32
+ipstack-api-key          ipstack                  hex32
+ipinfo-token             ipinfo                   hex14
+newsapi-key              newsapi                  hex32
+spotify-client-secret    spotify                  hex32
+twitter-secret           twitter                  alnum50 alnum25
+linkedin-client-secret   linkedin                 alnum16
+discord-client-secret    discord                  b64url32
+twitch-client-secret     twitch                   lower30
+dropbox-app-secret       dropbox                  lower15
+trello-token             trello                   hex32 hex64
+todoist-token            todoist                  hex40
+jira-api-token           jira,confluence          alnum24
+zoom-client-secret       zoom_,zoomus             alnum32
+sentry-token             sentry                   hex64
+vouchery-api-key         vouchery                 hex32
+mailjet-api-key          mailjet                  hex32
+sendinblue-api-key       sendinblue               hex64
+messagebird-api-key      messagebird              alnum25
+clicksend-api-key        clicksend                upper36
+telnyx-api-key           telnyx                   b64url32-60
+cloudinary-api-secret    cloudinary               b64url27
+imgur-client-secret      imgur                    hex40
+giphy-api-key            giphy                    alnum32
+unsplash-access-key      unsplash                 b64url43
+mapquest-api-key         mapquest                 alnum32
+positionstack-api-key    positionstack            hex32
+abstractapi-key          abstractapi              hex32
+browserstack-access-key  browserstack             alnum20
+saucelabs-access-key     saucelabs,sauce_         uuid
+wakatime-api-key         wakatime                 uuid
+gitter-token             gitter                   hex40
+heroku-api-key           heroku                   uuid
+datadog-api-key          datadog                  hex32 hex40
+twilio-auth-token        twilio                   hex32
+wandb-api-key            wandb                    hex40
+cohere-api-key           cohere                   alnum40
+mistral-api-key          mistral                  alnum32
+deepgram-api-key         deepgram                 hex40
+assemblyai-api-key       assemblyai               hex32
+elevenlabs-api-key       elevenlabs               hex32
+pinata-api-key           pinata                   hex20 hex64
+etherscan-api-key        etherscan                upper34
+infura-api-key           infura                   hex32
+alchemy-api-key          alchemy                  b64url32
+moralis-api-key          moralis                  alnum64
+coinmarketcap-api-key    coinmarketcap            uuid
+shodan-api-key           shodan                   alnum32
+virustotal-api-key       virustotal               hex64
+hunter-api-key           hunterio,hunter_io       hex40
+clearbit-api-key         clearbit                 b64url35
+fullcontact-api-key      fullcontact              alnum32
+segment-write-key        segment_write,segmentio  alnum32
+mixpanel-secret          mixpanel                 hex32
+intercom-token           intercom                 b64_60
+calendly-token           calendly                 hex64
+typeform-token           typeform                 b64url44
+surveymonkey-token       surveymonkey             b64url40-70
+aircall-token            aircall                  hex32
+bitly-token              bitly                    hex40
+buttercms-token          buttercms                hex40
+storyblok-token          storyblok                alnum22-24
+contentstack-token       contentstack             alnum24-35
+prismic-token            prismic                  b64url60-80
+gocardless-token         gocardless               b64url40
+mollie-api-key           mollie                   alnum30
+razorpay-secret          razorpay                 alnum24
+paystack-secret          paystack                 hex40
+lob-api-key              lob_                     hex35
+easypost-api-key         easypost                 alnum22
+shipengine-api-key       shipengine               b64url43
+aftership-api-key        aftership                uuid
+ably-api-key             ably_,ablyio             b64url43
+kraken-api-secret        krakenio,kraken_api      b64_88
+jotform-api-key          jotform                  hex32
+wufoo-api-key            wufoo                    upper19
+`)
 
-// nearWindowEnds walks matchNear's window after ke without judging its
-// values and reports whether it ends before the end of the text; it
-// reads at least as far as matchNear does.
-func nearWindowEnds(v *view, ke int) bool {
+// nearWalk walks the window of a service's name that ends at ke: the runs
+// of setNearValue bytes, with up to two '=' after them, that start within
+// nearWindow bytes, up to a blank line, a mask or a run too long for any
+// shape. It calls f with each run s[i:j] and its end e after the '='s, and
+// stops when f returns false. A masked value ends the window because
+// masking shortens the text, and what lay beyond the window must not move
+// into it; a longer run (base64, a path) holds no credential of these
+// shapes.
+func nearWalk(v *view, ke int, f func(i, j, e int) bool) {
 	for i := ke; i < ke+nearWindow; {
 		c := v.at(i)
-		if c < 0 {
-			return false
-		}
-		if c == '\n' && v.at(i+1) == '\n' || c == '[' && v.hasPrefix(i, maskPrefix) {
-			break
+		if c < 0 || c == '\n' && v.at(i+1) == '\n' || c == '[' && v.hasPrefix(i, maskPrefix) {
+			return
 		}
 		if !setNearValue[c] {
 			i++
@@ -365,14 +378,24 @@ func nearWindowEnds(v *view, ke int) bool {
 		}
 		j := v.run(i, setNearValue, maxNearValue+1)
 		if j-i > maxNearValue {
-			break
+			return
 		}
 		e := j
 		for e-j < 2 && v.at(e) == '=' {
 			e++
 		}
+		if !f(i, j, e) {
+			return
+		}
 		i = e
 	}
+}
+
+// nearWindowEnds walks matchNear's window after ke without judging its
+// values and reports whether it ends before the end of the text; it
+// reads as far as matchNear does.
+func nearWindowEnds(v *view, ke int) bool {
+	nearWalk(v, ke, func(int, int, int) bool { return true })
 	return v.reach <= len(v.s)
 }
 
@@ -410,28 +433,7 @@ func matchNear(v *view, ks, ke int, sp *spec, out *[4]result) int {
 	}
 	d := &nearDefs[sp.near]
 	n := 0
-	for i := ke; i < ke+nearWindow && n < len(out); {
-		c := v.at(i)
-		if c < 0 || c == '\n' && v.at(i+1) == '\n' {
-			break
-		}
-		if c == '[' && v.hasPrefix(i, maskPrefix) {
-			// A masked value ends the window: masking shortens the text,
-			// and what lay beyond the window must not move into it.
-			break
-		}
-		if !setNearValue[c] {
-			i++
-			continue
-		}
-		j := v.run(i, setNearValue, maxNearValue+1)
-		if j-i > maxNearValue {
-			break // a longer run (base64, a path) holds no credential of these shapes
-		}
-		e := j
-		for e-j < 2 && v.at(e) == '=' {
-			e++
-		}
+	nearWalk(v, ke, func(i, j, e int) bool {
 		t := e
 		for t > i && s[t-1] == '.' {
 			t--
@@ -445,7 +447,7 @@ func matchNear(v *view, ks, ke int, sp *spec, out *[4]result) int {
 				}
 			}
 		}
-		i = e
-	}
+		return n < len(out)
+	})
 	return n
 }

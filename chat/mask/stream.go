@@ -1,6 +1,9 @@
 package mask
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // Stream masks text that arrives in pieces, such as the text deltas of a
 // streamed model answer. The concatenation of everything Write and Flush
@@ -85,23 +88,12 @@ func (s *Stream) Write(delta string) string {
 	out := s.release(buf, f, chosen)
 	if c := cutPoint(f, s.done); c > s.skip {
 		s.skip = c
+		// keywords before the cut point are dealt with
 		if len(s.hits) > 0 {
-			keep := s.hits[:0]
-			for _, h := range s.hits {
-				if h.ks >= c {
-					keep = append(keep, h)
-				}
-			}
-			s.hits = keep
+			s.hits = slices.DeleteFunc(s.hits, func(h hit) bool { return h.ks < c })
 		}
 		if len(s.done) > 0 {
-			done := s.done[:0]
-			for _, x := range s.done {
-				if x.ks >= c {
-					done = append(done, x)
-				}
-			}
-			s.done = done
+			s.done = slices.DeleteFunc(s.done, func(x cand) bool { return x.ks < c })
 		}
 		if c0 := c - streamContext; c0 >= streamForget {
 			s.forget(c0)

@@ -267,14 +267,14 @@ func runPrchat(m *mask.Masker, chunks []string) (string, time.Duration) {
 	return b.String(), time.Since(start)
 }
 
-// runStream masks the text as a stream of 64-byte deltas.
-func runStream(m *mask.Masker, text string) (string, time.Duration) {
+// runStream masks the text as a stream of n-byte deltas.
+func runStream(m *mask.Masker, text string, n int) (string, time.Duration) {
 	var b strings.Builder
 	b.Grow(len(text))
 	start := time.Now()
 	st := m.Stream()
-	for i := 0; i < len(text); i += 64 {
-		b.WriteString(st.Write(text[i:min(len(text), i+64)]))
+	for i := 0; i < len(text); i += n {
+		b.WriteString(st.Write(text[i:min(len(text), i+n)]))
 	}
 	b.WriteString(st.Flush())
 	return b.String(), time.Since(start)
@@ -348,7 +348,7 @@ func TestCompare(t *testing.T) {
 	gl := defaultDetector(t)
 	doc := fx.doc
 	out, pd := runPrchat(m, doc.chunks)
-	streamed, sd := runStream(m, doc.text)
+	streamed, sd := runStream(m, doc.text, 16)
 	if streamed != m.String(doc.text) {
 		t.Errorf("streamed output differs from String")
 	}
@@ -375,7 +375,7 @@ func TestCompare(t *testing.T) {
 	fmt.Fprintf(w, "recall in the document\t\t%.2f%%\t%.2f%%\n", pct(inDoc, len(doc.planted)), pct(glInDoc, len(doc.planted)))
 	fmt.Fprintf(w, "findings in total (planted: %d)\t\t%d masks\t%d findings\n", len(doc.planted), strings.Count(out, "[masked:"), len(fs))
 	fmt.Fprintf(w, "MB/s, String (chunks of 100 kB)\t\t%.1f\t%.1f\n", mb/pd.Seconds(), mb/gd.Seconds())
-	fmt.Fprintf(w, "MB/s, Stream (64-byte deltas)\t\t%.1f\t-\n", mb/sd.Seconds())
+	fmt.Fprintf(w, "MB/s, Stream (16-byte deltas)\t\t%.1f\t-\n", mb/sd.Seconds())
 	by := compareBeyond(m, gl)
 	fmt.Fprintf(w, "beyond corpus (prchat's own, fakesecret.Beyond)\t\t%d secrets, %d look-alikes\t\n", by.secrets, by.lookAlikes)
 	fmt.Fprintf(w, "recall on the beyond corpus\t\t%.2f%% (%d, %d partly)\t%.2f%% (%d)\n", pct(by.prMasked, by.secrets), by.prMasked, by.prPartial, pct(by.glFound, by.secrets), by.glFound)
@@ -485,11 +485,11 @@ func chunksOf(text string) []string {
 	return out
 }
 
-// BenchmarkThroughput measures prchat's String and Stream (64-byte deltas)
-// beside gitleaks' detector on the same texts: dense secret text (the
-// beyond corpus joined, a secret on every line; goal at least 50 MB/s) and
-// ordinary source code (the dependencies' sources, nothing planted; goal
-// at least 200 MB/s). Besides MB/s it reports MB per CPU second of the
+// BenchmarkThroughput measures prchat's String and Stream (16- and 64-byte
+// deltas) beside gitleaks' detector on the same texts: dense secret text
+// (the beyond corpus joined, a secret on every line; goal at least 50 MB/s)
+// and ordinary source code (the dependencies' sources, nothing planted;
+// goal at least 200 MB/s). Besides MB/s it reports MB per CPU second of the
 // process (cpu-MB/s), the figure that stays put on a shared machine.
 func BenchmarkThroughput(b *testing.B) {
 	m := mask.New()
@@ -498,30 +498,20 @@ func BenchmarkThroughput(b *testing.B) {
 	texts := []struct{ name, text string }{{"dense", denseText()}, {"source", buildDoc(b, nil, 4<<20).text}}
 	for _, t := range texts {
 		chunks := chunksOf(t.text)
-		b.Run(t.name+"/prchat-String", func(b *testing.B) {
-			b.SetBytes(int64(len(t.text)))
-			cpu := cpuTime()
-			for b.Loop() {
-				runPrchat(m, chunks)
-			}
-			reportCPU(b, len(t.text), cpuTime()-cpu)
-		})
-		b.Run(t.name+"/prchat-Stream", func(b *testing.B) {
-			b.SetBytes(int64(len(t.text)))
-			cpu := cpuTime()
-			for b.Loop() {
-				runStream(m, t.text)
-			}
-			reportCPU(b, len(t.text), cpuTime()-cpu)
-		})
-		b.Run(t.name+"/gitleaks", func(b *testing.B) {
-			b.SetBytes(int64(len(t.text)))
-			cpu := cpuTime()
-			for b.Loop() {
-				runGitleaks(gl, chunks)
-			}
-			reportCPU(b, len(t.text), cpuTime()-cpu)
-		})
+		run := func(name string, f func()) {
+			b.Run(t.name+"/"+name, func(b *testing.B) {
+				b.SetBytes(int64(len(t.text)))
+				cpu := cpuTime()
+				for b.Loop() {
+					f()
+				}
+				reportCPU(b, len(t.text), cpuTime()-cpu)
+			})
+		}
+		run("prchat-String", func() { runPrchat(m, chunks) })
+		run("prchat-Stream16", func() { runStream(m, t.text, 16) })
+		run("prchat-Stream64", func() { runStream(m, t.text, 64) })
+		run("gitleaks", func() { runGitleaks(gl, chunks) })
 	}
 }
 
@@ -547,7 +537,7 @@ func BenchmarkCompare(b *testing.B) {
 	b.Run("prchat-Stream", func(b *testing.B) {
 		b.SetBytes(int64(len(doc.text)))
 		for b.Loop() {
-			runStream(m, doc.text)
+			runStream(m, doc.text, 16)
 		}
 	})
 	b.Run("gitleaks", func(b *testing.B) {
