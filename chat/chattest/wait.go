@@ -93,3 +93,36 @@ func Context(t testing.TB) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// Expiring returns a context that ends as at its deadline (Err is
+// context.DeadlineExceeded) when expire is called, or Patience from now:
+// for a test of what a deadline does, whose deadline must not pass before
+// the thing it cuts short is under way (a CLI that has yet to start on a
+// loaded machine).
+func Expiring(t testing.TB) (ctx context.Context, expire func()) {
+	parent := Context(t)
+	c := &expiring{Context: parent, done: make(chan struct{})}
+	stop := context.AfterFunc(parent, c.expire)
+	t.Cleanup(func() { stop(); c.expire() })
+	return c, c.expire
+}
+
+// expiring is Expiring's context.
+type expiring struct {
+	context.Context
+	once sync.Once
+	done chan struct{}
+}
+
+func (c *expiring) expire() { c.once.Do(func() { close(c.done) }) }
+
+func (c *expiring) Done() <-chan struct{} { return c.done }
+
+func (c *expiring) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}

@@ -1,6 +1,8 @@
 package chattest_test
 
 import (
+	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"strings"
@@ -70,4 +72,22 @@ func TestGivesUp(t *testing.T) {
 		t.Skip("run by TestWithinScales")
 	}
 	chattest.EventuallyWithin(t, 10*time.Millisecond, "a flag never set", func() bool { return false })
+}
+
+// TestExpiring: the context, and one derived from it, end with
+// context.DeadlineExceeded when expired, not before.
+func TestExpiring(t *testing.T) {
+	t.Parallel()
+	ctx, expire := chattest.Expiring(t)
+	child, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if ctx.Err() != nil || child.Err() != nil {
+		t.Fatalf("before expire: Err = %v, %v; want nil", ctx.Err(), child.Err())
+	}
+	expire()
+	chattest.Receive(t, "the derived context to end", child.Done())
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) || !errors.Is(child.Err(), context.DeadlineExceeded) {
+		t.Errorf("after expire: Err = %v, %v; want context.DeadlineExceeded", ctx.Err(), child.Err())
+	}
+	expire() // twice is fine
 }
