@@ -4,9 +4,9 @@ import (
 	"context"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/chat/chattest"
 )
 
 // TestAskBatchFailsOneByOne: a batch whose transaction fails is committed
@@ -83,11 +83,7 @@ func TestAskAfterCloseFails(t *testing.T) {
 	}
 	_ = s.Close()
 	for range 100 {
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Fatal("an ask racing with Close was never answered")
-		}
+		chattest.Receive(t, "an answer to each ask racing with Close", done)
 	}
 	if err := s.CreateConversation(ctx, &chat.Conversation{ReviewID: 1}, &chat.Turn{Question: "q"}); err == nil {
 		t.Fatal("an ask of a closed store succeeded")

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/chat/chattest"
 	"github.com/prchat/prchat/store"
 	"github.com/prchat/prchat/store/storetest"
 )
@@ -902,6 +904,7 @@ func TestSettleTurnStoresItsFinalEvents(t *testing.T) {
 		// final event as its last stored one.
 		stop := make(chan struct{})
 		checked := make(chan error, 1)
+		var sawSettled atomic.Bool
 		go func() {
 			for {
 				select {
@@ -927,6 +930,7 @@ func TestSettleTurnStoresItsFinalEvents(t *testing.T) {
 					checked <- fmt.Errorf("turn settled (last seq %d) with events %+v", got.LastSeq, evs)
 					return
 				}
+				sawSettled.Store(true)
 			}
 		}()
 		at := time.Date(2025, 1, 2, 3, 4, 6, 0, time.UTC)
@@ -938,9 +942,9 @@ func TestSettleTurnStoresItsFinalEvents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond) // let the reader see the settled turn
+		chattest.Eventually(t, "the reader to check the settled turn", func() bool { return sawSettled.Load() || len(checked) > 0 })
 		close(stop)
-		if err := <-checked; err != nil {
+		if err := chattest.Receive(t, "the reader's verdict", checked); err != nil {
 			t.Fatal(err)
 		}
 		if settled.LastSeq != 4 {

@@ -6,7 +6,8 @@ import (
 	"net/url"
 	"sync"
 	"testing"
-	"time"
+
+	"github.com/prchat/prchat/chat/chattest"
 )
 
 // Proxy is a TCP proxy in front of a database server that a test can cut,
@@ -65,16 +66,11 @@ func (p *Proxy) Cut() {
 func (p *Proxy) Restore() {
 	p.t.Helper()
 	var ln net.Listener
-	var err error
-	for range 50 { // the port was ours a moment ago
-		if ln, err = net.Listen("tcp", p.addr); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		p.t.Fatalf("storetest: proxy: listen again on %s: %v", p.addr, err)
-	}
+	chattest.Eventually(p.t, "storetest: proxy: listening again on "+p.addr+" (the port was ours a moment ago)", func() bool {
+		var err error
+		ln, err = net.Listen("tcp", p.addr)
+		return err == nil
+	})
 	p.serve(ln)
 }
 
