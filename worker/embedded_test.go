@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prchat/prchat/chat/chattest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -32,13 +33,7 @@ func TestEmbeddedRedisExpiresKeys(t *testing.T) {
 	if err := rdb.Set(ctx, "long", "1", time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(3 * time.Second)
-	for rdb.Exists(ctx, "short").Val() == 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("a key with a 300ms TTL still exists after 3s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	chattest.Eventually(t, "a key with a 300ms TTL to expire", func() bool { return rdb.Exists(ctx, "short").Val() == 0 })
 	if rdb.Exists(ctx, "long").Val() != 1 {
 		t.Fatal("a key with an hour's TTL expired")
 	}
@@ -79,16 +74,18 @@ func TestEmbeddedRedisAnswersIdlePolls(t *testing.T) {
 			}
 			return nil
 		})
-		env.startServer(t, fmt.Sprintf("idle-%d", db), rec, nil)
+		s := env.startServer(t, fmt.Sprintf("idle-%d", db), rec, nil)
 
-		time.Sleep(200 * time.Millisecond)
-		answered, forwards := e.idlePolls.Load(), e.idleForwards.Load()
-		switch {
-		case db == 0 && answered < 10:
-			t.Fatalf("%d idle polls answered in 200ms at a 5ms interval; has asynq's dequeue script changed (dequeueScriptSHA)?", answered)
-		case db == 0 && forwards < 2:
-			t.Fatalf("%d forwards answered in 200ms at a 50ms interval; has asynq's forward script changed (forwardScriptSHA)?", forwards)
-		case db != 0 && answered+forwards != 0:
+		// Forty polls of the two queues, at a 5ms interval: the forwarder,
+		// every 50ms, ran too.
+		chattest.Eventually(t, "forty polls of the idle worker", func() bool { polls, _ := s.poller.counts(); return polls >= 40 })
+		if db == 0 {
+			// Each poll and forward answered is counted: on a hook that
+			// no longer recognises asynq's scripts, this gives up.
+			chattest.Eventually(t, "the hook to answer ten idle polls and two forwards (has asynq's dequeue or forward script changed? dequeueScriptSHA, forwardScriptSHA)", func() bool {
+				return e.idlePolls.Load() >= 10 && e.idleForwards.Load() >= 2
+			})
+		} else if answered, forwards := e.idlePolls.Load(), e.idleForwards.Load(); answered+forwards != 0 {
 			t.Fatalf("%d polls and %d forwards answered for a worker on database %d, whose lists the hook cannot see", answered, forwards, db)
 		}
 		for i := range 3 {
@@ -96,13 +93,13 @@ func TestEmbeddedRedisAnswersIdlePolls(t *testing.T) {
 			if err := q.Enqueue(t.Context(), turn, ""); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, 2*time.Second, "db "+strconv.Itoa(db)+": "+turn+" runs", func() bool { return rec.count(turn) == 1 })
+			chattest.Eventually(t, "db "+strconv.Itoa(db)+": "+turn+" runs", func() bool { return rec.count(turn) == 1 })
 		}
 		// A job in the retry set is forwarded by the script itself.
 		if err := q.Enqueue(t.Context(), "turn-retried", ""); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 5*time.Second, "db "+strconv.Itoa(db)+": turn-retried runs again", func() bool { return rec.count("turn-retried") == 2 })
+		chattest.Eventually(t, "db "+strconv.Itoa(db)+": turn-retried runs again", func() bool { return rec.count("turn-retried") == 2 })
 	}
 }
 
@@ -168,14 +165,24 @@ func TestEmbeddedRedisClient(t *testing.T) {
 	if !errors.Is(err, redis.Nil) {
 		t.Fatalf("XREAD BLOCK 200ms on an empty stream: %v, want redis.Nil", err)
 	}
-	if d := time.Since(start); d < 150*time.Millisecond {
+	if d := time.Since(start); d < 150*time.Millisecond { // a lower bound a loaded machine cannot break
 		t.Fatalf("XREAD BLOCK 200ms returned after %v", d)
 	}
+	// An XADD every few milliseconds until the read returns: one comes
+	// while it blocks, however late it began.
+	read := make(chan struct{})
 	go func() {
-		time.Sleep(100 * time.Millisecond)
-		_ = tcp.XAdd(ctx, &redis.XAddArgs{Stream: "s", Values: []string{"f", "v"}}).Err()
+		for {
+			select {
+			case <-read:
+				return
+			case <-time.After(10 * time.Millisecond):
+				_ = tcp.XAdd(ctx, &redis.XAddArgs{Stream: "s", Values: []string{"f", "v"}}).Err()
+			}
+		}
 	}()
-	streams, err := rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{"s", "$"}, Block: 5 * time.Second}).Result()
+	streams, err := rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{"s", "$"}, Block: chattest.Patience()}).Result()
+	close(read)
 	if err != nil || len(streams) != 1 || len(streams[0].Messages) != 1 {
 		t.Fatalf("XREAD BLOCK woken by XADD: %v, %v", streams, err)
 	}
@@ -186,12 +193,7 @@ func TestEmbeddedRedisClient(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- rdb.Get(ctx, "k").Err() }()
-	select {
-	case err := <-done:
-		if err == nil {
-			t.Fatal("GET after Close succeeded")
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("GET after Close hangs")
+	if err := chattest.Receive(t, "GET after Close to return", done); err == nil {
+		t.Fatal("GET after Close succeeded")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/chat/chattest"
 )
 
 // TestPublishEventsWithFeed: one Publish delivers a turn's events to its
@@ -46,7 +47,7 @@ func TestPublishEventsWithFeed(t *testing.T) {
 			if got.Seq != want.Seq || got.Type != want.Type {
 				t.Errorf("turn event %+v, want %+v", got, want)
 			}
-		case <-time.After(5 * time.Second):
+		case <-time.After(chattest.Patience()):
 			t.Fatalf("turn event %d not delivered", want.Seq)
 		}
 	}
@@ -56,7 +57,7 @@ func TestPublishEventsWithFeed(t *testing.T) {
 			if got.State != want.State || got.ConversationID != "c1" || got.ID == "" {
 				t.Errorf("feed event %+v, want state %s of c1 with an id", got, want.State)
 			}
-		case <-time.After(5 * time.Second):
+		case <-time.After(chattest.Patience()):
 			t.Fatalf("feed event %s not delivered", want.State)
 		}
 	}
@@ -69,7 +70,7 @@ func TestPublishEventsWithFeed(t *testing.T) {
 		if got.State != chat.StateRunning {
 			t.Errorf("feed event %+v, want running", got)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(chattest.Patience()):
 		t.Fatal("feed event without turn events not delivered")
 	}
 }
@@ -102,7 +103,7 @@ func eventsBackends(t *testing.T, fn func(t *testing.T, ev *Events)) {
 	})
 }
 
-// receive reads n values from ch, failing the test after 5s.
+// receive reads n values from ch, failing the test after chattest.Patience.
 func receive[T any](t *testing.T, what string, ch <-chan T, n int) []T {
 	t.Helper()
 	var got []T
@@ -113,14 +114,15 @@ func receive[T any](t *testing.T, what string, ch <-chan T, n int) []T {
 				t.Fatalf("%s: channel closed after %d of %d", what, len(got), n)
 			}
 			got = append(got, v)
-		case <-time.After(5 * time.Second):
+		case <-time.After(chattest.Patience()):
 			t.Fatalf("%s: %d of %d delivered", what, len(got), n)
 		}
 	}
 	return got
 }
 
-// quiet fails the test if ch delivers anything within a short while.
+// quiet fails the test if ch delivers anything within a short while: a
+// while for a wrong delivery to show, not a wait for a condition.
 func quiet[T any](t *testing.T, what string, ch <-chan T) {
 	t.Helper()
 	select {
@@ -271,7 +273,7 @@ func TestFollowersJoiningWhilePublishing(t *testing.T) {
 							return
 						}
 						want++
-					case <-time.After(5 * time.Second):
+					case <-time.After(chattest.Patience()):
 						errs <- fmt.Errorf("follower after %d: waited for %d", after, want)
 						return
 					}

@@ -86,13 +86,15 @@ type idlePoller struct {
 	once    sync.Once
 	stopped sync.WaitGroup // the subscription's goroutine
 
-	mu         sync.Mutex
-	ps         *redis.PubSub // the current subscription
-	released   bool
-	lastEmpty  bool      // the last round of polls took no job
-	emptySince time.Time // when the queues were last found empty after taking a job or a wake-up
-	polls      int64     // dequeue calls, for tests
-	woken      int64     // holds a wake-up ended, for tests
+	mu           sync.Mutex
+	ps           *redis.PubSub // the current subscription
+	released     bool
+	lastEmpty    bool      // the last round of polls took no job
+	emptySince   time.Time // when the queues were last found empty after taking a job or a wake-up
+	polls        int64     // dequeue calls, for tests
+	woken        int64     // holds a wake-up ended, for tests
+	idleHold     bool      // a hold of the idle length is under way, for tests
+	idleTimeouts int64     // holds of the idle length that ran out, for tests
 }
 
 // newIdlePoller returns the client asynq polls queues (in that order)
@@ -188,9 +190,11 @@ func (p *idlePoller) hold() {
 		return
 	}
 	wait := p.poll
-	if time.Since(p.emptySince) >= idleAfter {
+	idle := time.Since(p.emptySince) >= idleAfter
+	if idle {
 		wait = p.idle
 	}
+	p.idleHold = idle
 	p.mu.Unlock()
 	t := time.NewTimer(wait)
 	defer t.Stop()
@@ -201,8 +205,16 @@ func (p *idlePoller) hold() {
 		p.woken++
 		p.mu.Unlock()
 	case <-t.C:
+		if idle {
+			p.mu.Lock()
+			p.idleTimeouts++
+			p.mu.Unlock()
+		}
 	case <-p.stop:
 	}
+	p.mu.Lock()
+	p.idleHold = false
+	p.mu.Unlock()
 }
 
 // wakeUp ends a hold under way, or the next one.
@@ -219,6 +231,22 @@ func (p *idlePoller) counts() (polls, woken int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.polls, p.woken
+}
+
+// inIdleHold reports whether a hold of the idle length is under way, for
+// tests: a job enqueued now is found by a wake-up or the idle poll.
+func (p *idlePoller) inIdleHold() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.idleHold
+}
+
+// idleTimedOut is how many holds of the idle length ran out, for tests:
+// a job found after one was found by the idle poll, not a wake-up.
+func (p *idlePoller) idleTimedOut() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.idleTimeouts
 }
 
 // idling reports whether the queues have been empty for idleAfter, so that

@@ -7,18 +7,19 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/chat/chattest"
 	"github.com/prchat/prchat/worker/workertest"
 )
 
 // idleServer starts a Server for worker id with the given idle poll
-// interval and waits until its queues count as idle (empty for idleAfter),
-// so that its next wait is an idle one.
+// interval and waits until it holds its polls for the idle interval.
 func (e env) idleServer(t *testing.T, id string, runner TurnRunner, idle time.Duration, tweak func(*ServerConfig)) *Server {
 	t.Helper()
 	s := e.startServer(t, id, runner, func(c *ServerConfig) {
@@ -27,9 +28,45 @@ func (e env) idleServer(t *testing.T, id string, runner TurnRunner, idle time.Du
 			tweak(c)
 		}
 	})
-	eventually(t, 5*time.Second, "the worker idles", s.poller.idling)
-	time.Sleep(20 * time.Millisecond) // the poll-interval hold under way ends
+	chattest.Eventually(t, "the worker to wait at its idle interval", s.poller.inIdleHold)
 	return s
+}
+
+// atRun records, for each turn a recorder runs, how many holds a wake-up
+// and the idle timer had ended when it ran.
+type atRun struct {
+	server atomic.Pointer[Server]
+	mu     sync.Mutex
+	woken  map[string]int64
+	timed  map[string]int64
+}
+
+func (a *atRun) record(_ context.Context, turnID string, _ int) error {
+	s := a.server.Load()
+	_, w := s.poller.counts()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.woken == nil {
+		a.woken, a.timed = map[string]int64{}, map[string]int64{}
+	}
+	a.woken[turnID], a.timed[turnID] = w, s.poller.idleTimedOut()
+	return nil
+}
+
+// ranOnAWakeUp fails t unless turn ran after a wake-up ended the idle
+// wait and before the idle poll would have found it: since woken and
+// timed (the poller's counts before its enqueue), a wake-up ended a hold
+// and no idle hold ran out.
+func (a *atRun) ranOnAWakeUp(t *testing.T, turn string, woken, timed int64) {
+	t.Helper()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.woken[turn] <= woken {
+		t.Errorf("%s ran without a wake-up ending the worker's wait", turn)
+	}
+	if a.timed[turn] > timed {
+		t.Errorf("%s ran after the idle wait ran out, not on the wake-up", turn)
+	}
 }
 
 // TestIdleWorkerPollsAtTheIdleInterval: once its queues have been empty for
@@ -38,14 +75,17 @@ func (e env) idleServer(t *testing.T, id string, runner TurnRunner, idle time.Du
 func TestIdleWorkerPollsAtTheIdleInterval(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	s := e.idleServer(t, "idle-rate", newRecorder(nil), 500*time.Millisecond, nil)
+	const idle = 500 * time.Millisecond
+	s := e.idleServer(t, "idle-rate", newRecorder(nil), idle, nil)
 	before, _ := s.poller.counts()
-	time.Sleep(time.Second)
+	start := time.Now()
+	chattest.Eventually(t, "three idle polls to run out", func() bool { return s.poller.idleTimedOut() >= 3 })
 	after, _ := s.poller.counts()
-	// Two rounds of two polls a second, and one round of slack for where
-	// the second began.
-	if n := after - before; n < 2 || n > 6 {
-		t.Fatalf("an idle worker polled %d times in a second at a 500ms idle interval; want 2..6", n)
+	took := time.Since(start)
+	// A round of two polls per idle interval, and a round of slack for
+	// where the first began; a loaded machine only polls less often.
+	if n, most := after-before, 2*(int64(took/idle)+2); n > most {
+		t.Fatalf("an idle worker polled %d times in %v at a %v idle interval; want at most %d", n, took, idle, most)
 	}
 }
 
@@ -56,8 +96,10 @@ func TestWakeUpEndsTheIdleWait(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	const idle = 10 * time.Second
-	rec := newRecorder(nil)
+	var at atRun
+	rec := newRecorder(at.record)
 	s := e.idleServer(t, "idle-wake", rec, idle, nil)
+	at.server.Store(s)
 	// The API's Queue is another one on another client, as in an api process.
 	other := redis.NewClient(e.rdb.(*redis.Client).Options())
 	t.Cleanup(func() { _ = other.Close() })
@@ -67,23 +109,18 @@ func TestWakeUpEndsTheIdleWait(t *testing.T) {
 	}
 	for i, host := range []string{"idle-wake", ""} {
 		if i > 0 {
-			eventually(t, 5*time.Second, "the worker idles again", s.poller.idling)
-			time.Sleep(20 * time.Millisecond)
+			chattest.Eventually(t, "the worker to wait at its idle interval again", s.poller.inIdleHold)
 		}
 		_, woken := s.poller.counts()
+		timed := s.poller.idleTimedOut()
 		turn := fmt.Sprintf("turn-%d", i)
-		start := time.Now()
 		if err := api.Enqueue(t.Context(), turn, host); err != nil {
 			t.Fatal(err)
 		}
-		c := rec.next(t, idle/2)
-		t.Logf("queue %q: enqueue → run %v", HostQueue(host), time.Since(start))
-		if c.turnID != turn {
+		if c := rec.next(t); c.turnID != turn {
 			t.Fatalf("ran %s, want %s", c.turnID, turn)
 		}
-		if _, w := s.poller.counts(); w <= woken {
-			t.Fatalf("queue %q: the job ran without a wake-up ending the worker's wait", HostQueue(host))
-		}
+		at.ranOnAWakeUp(t, turn, woken, timed)
 	}
 }
 
@@ -94,31 +131,28 @@ func TestRetryEndsTheIdleWait(t *testing.T) {
 	e := setup(t)
 	const idle = 10 * time.Second
 	const retry = 1500 * time.Millisecond // past idleAfter: the worker idles by then
-	var mu sync.Mutex
-	var runs []time.Time
-	rec := newRecorder(func(_ context.Context, _ string, n int) error {
-		mu.Lock()
-		runs = append(runs, time.Now())
-		mu.Unlock()
+	var at atRun
+	var woken, timed atomic.Int64 // the poller's counts at the failed run
+	rec := newRecorder(func(ctx context.Context, turnID string, n int) error {
 		if n == 1 {
+			s := at.server.Load()
+			_, w := s.poller.counts()
+			woken.Store(w)
+			timed.Store(s.poller.idleTimedOut())
 			return errBoom
 		}
-		return nil
+		return at.record(ctx, turnID, n)
 	})
-	e.idleServer(t, "idle-retry", rec, idle, func(c *ServerConfig) {
+	at.server.Store(e.idleServer(t, "idle-retry", rec, idle, func(c *ServerConfig) {
 		c.Policy.JobRetry = chat.Backoff{First: retry}
-	})
+	}))
 	if err := e.queue.Enqueue(t.Context(), "turn-retried", ""); err != nil {
 		t.Fatal(err)
 	}
-	rec.next(t, idle/2)
-	rec.next(t, idle/2)
-	mu.Lock()
-	defer mu.Unlock()
+	rec.next(t)
+	rec.next(t)
 	// The retry ran when it was due, not at the next idle poll.
-	if gap := runs[1].Sub(runs[0]); gap >= idle {
-		t.Fatalf("the retry ran %v after the failed run, at the idle poll (%v), not when it was due (%v)", gap, idle, retry)
-	}
+	at.ranOnAWakeUp(t, "turn-retried", woken.Load(), timed.Load())
 }
 
 // TestStopReleasesTheIdleWait: Stop does not wait for an idle worker's
@@ -128,11 +162,12 @@ func TestStopReleasesTheIdleWait(t *testing.T) {
 	e := setup(t)
 	const idle = 10 * time.Second
 	s := e.idleServer(t, "idle-stop", newRecorder(nil), idle, nil)
-	start := time.Now()
-	s.Stop()
-	// The wait under way began at most some milliseconds ago.
-	if took := time.Since(start); took >= idle/2 {
-		t.Fatalf("Stop took %v: it waited for the idle wait (%v)", took, idle)
+	timed := s.poller.idleTimedOut()
+	stopped := make(chan struct{})
+	go func() { s.Stop(); close(stopped) }()
+	chattest.Receive(t, "Stop to return", stopped)
+	if s.poller.idleTimedOut() > timed {
+		t.Fatalf("Stop returned after the idle wait (%v) ran out: it waited for it", idle)
 	}
 }
 
@@ -163,19 +198,16 @@ func TestLostSubscriptionStillPolls(t *testing.T) {
 		if err := e.queue.Enqueue(t.Context(), turn, ""); err != nil {
 			t.Fatal(err)
 		}
-		if c := rec.next(t, 10*time.Second); c.turnID != turn {
+		if c := rec.next(t); c.turnID != turn {
 			t.Fatalf("ran %s, want %s", c.turnID, turn)
 		}
-		eventually(t, 5*time.Second, "the worker idles again", s.poller.idling)
+		chattest.Eventually(t, "the worker to idle again", s.poller.idling)
 	}
 	if _, woken := s.poller.counts(); woken != 0 {
 		t.Fatalf("%d wake-ups arrived on a subscription that cannot connect", woken)
 	}
-	before, _ := s.poller.counts()
-	time.Sleep(3 * idle)
-	if after, _ := s.poller.counts(); after <= before {
-		t.Fatal("the worker stopped polling without its subscription")
-	}
+	timed := s.poller.idleTimedOut()
+	chattest.Eventually(t, "the worker to keep polling at its idle interval", func() bool { return s.poller.idleTimedOut() >= timed+2 })
 }
 
 // TestWakeUpsResumeAfterTheSubscriptionDrops: when Redis drops the wake-up
@@ -188,8 +220,10 @@ func TestWakeUpsResumeAfterTheSubscriptionDrops(t *testing.T) {
 	}
 	e := setup(t)
 	const idle = 10 * time.Second
-	rec := newRecorder(nil)
+	var at atRun
+	rec := newRecorder(at.record)
 	s := e.idleServer(t, "idle-kill", rec, idle, nil)
+	at.server.Store(s)
 	db := e.rdb.(*redis.Client).Options().DB
 	list, err := e.rdb.ClientList(t.Context()).Result()
 	if err != nil {
@@ -210,19 +244,19 @@ func TestWakeUpsResumeAfterTheSubscriptionDrops(t *testing.T) {
 	if len(ids) != 1 {
 		t.Fatalf("found %d wake-up subscriptions on database %d, want 1:\n%s", len(ids), db, list)
 	}
+	_, before := s.poller.counts()
 	if err := e.rdb.Do(t.Context(), "CLIENT", "KILL", "ID", ids[0]).Err(); err != nil {
 		t.Fatal(err)
 	}
 	// The resubscription itself wakes the worker once; wait until it idles.
-	time.Sleep(100 * time.Millisecond)
-	eventually(t, 5*time.Second, "the worker idles again", s.poller.idling)
-	time.Sleep(20 * time.Millisecond)
+	chattest.Eventually(t, "the resubscription's wake-up", func() bool { _, w := s.poller.counts(); return w > before })
+	chattest.Eventually(t, "the worker to idle again", s.poller.idling)
+	chattest.Eventually(t, "the worker to wait at its idle interval again", s.poller.inIdleHold)
 	_, woken := s.poller.counts()
+	timed := s.poller.idleTimedOut()
 	if err := e.queue.Enqueue(t.Context(), "turn-after-kill", ""); err != nil {
 		t.Fatal(err)
 	}
-	rec.next(t, idle/2)
-	if _, w := s.poller.counts(); w <= woken {
-		t.Fatal("the job ran without a wake-up: the subscription did not come back")
-	}
+	rec.next(t)
+	at.ranOnAWakeUp(t, "turn-after-kill", woken, timed)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/chat/chattest"
 	"github.com/prchat/prchat/worker/workertest"
 )
 
@@ -48,14 +49,14 @@ func TestOneReconcilerPassesAtATime(t *testing.T) {
 	if !a.Holds() || b.Holds() {
 		t.Fatalf("holds: a %v, b %v; want a, the first to start", a.Holds(), b.Holds())
 	}
-	eventually(t, 5*time.Second, "ten passes by the holder", func() bool { return a.Passes() >= 10 })
+	chattest.Eventually(t, "ten passes by the holder", func() bool { return a.Passes() >= 10 })
 	if n := b.Passes(); n != 0 {
 		t.Fatalf("the reconciler without the lease made %d passes while the holder made %d", n, a.Passes())
 	}
 
 	dieA()
 	died := time.Now()
-	eventually(t, 5*time.Second, "a pass by the other reconciler", func() bool { return b.Passes() > 0 })
+	chattest.Eventually(t, "a pass by the other reconciler", func() bool { return b.Passes() > 0 })
 	t.Logf("taken over %v after the holder died (lease TTL 150ms)", time.Since(died).Round(time.Millisecond))
 	if !b.Holds() {
 		t.Error("the reconciler that took over does not hold the lease")
@@ -68,7 +69,7 @@ func TestOneReconcilerPassesAtATime(t *testing.T) {
 	c := startReconciler(t, t.Context(), e, turns, "c")
 	passesB := b.Passes()
 	b.Stop()
-	eventually(t, 5*time.Second, "a pass by the third reconciler", func() bool { return c.Passes() > 0 })
+	chattest.Eventually(t, "a pass by the third reconciler", func() bool { return c.Passes() > 0 })
 	if n := b.Passes(); n != passesB {
 		t.Errorf("the stopped reconciler passed %d times more", n-passesB)
 	}
@@ -103,7 +104,7 @@ func TestKickTakesTheLeaseRedisLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Kick()
-	eventually(t, 2*time.Second, "lost job enqueued", func() bool { return len(e.where(t, "t1")) == 1 })
+	chattest.Eventually(t, "lost job enqueued", func() bool { return len(e.where(t, "t1")) == 1 })
 	if !r.Holds() || r.Passes() == 0 {
 		t.Errorf("kicked reconciler: holds %v, %d passes", r.Holds(), r.Passes())
 	}
@@ -121,7 +122,7 @@ func TestReconcileRestoresALostLease(t *testing.T) {
 	if err := e.queue.Enqueue(t.Context(), "t", ""); err != nil {
 		t.Fatal(err)
 	}
-	hung.next(t, 2*time.Second)
+	hung.next(t)
 	leaseKey := asynqKey(SharedQueue, "lease")
 	if n, err := e.rdb.ZRem(t.Context(), leaseKey, "t").Result(); err != nil || n != 1 {
 		t.Fatalf("drop the lease: %d, %v", n, err)

@@ -3,10 +3,13 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prchat/prchat/chat/chattest"
 )
 
 // TestLifecycleStress: Start and Stop called from many goroutines at once
@@ -128,11 +131,7 @@ func TestPartsStartAndStopFromManyGoroutines(t *testing.T) {
 				}
 				done := make(chan struct{})
 				go func() { wg.Wait(); p.Stop(); p.Stop(); close(done) }()
-				select {
-				case <-done:
-				case <-time.After(20 * time.Second):
-					t.Fatalf("round %d: Start/Stop did not return", round)
-				}
+				chattest.Receive(t, fmt.Sprintf("round %d: Start and Stop to return", round), done)
 				if err := p.Start(t.Context()); err == nil {
 					t.Fatalf("round %d: started after Stop", round)
 				}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hibiken/asynq"
+	"github.com/prchat/prchat/chat/chattest"
 )
 
 func TestEnqueueRunsTurn(t *testing.T) {
@@ -24,7 +25,7 @@ func TestEnqueueRunsTurn(t *testing.T) {
 	if err := e.queue.Enqueue(t.Context(), "turn-1", ""); err != nil {
 		t.Fatal(err)
 	}
-	got := rec.next(t, 2*time.Second)
+	got := rec.next(t)
 	t.Logf("enqueue to handler: %v", time.Since(start))
 	if want := (call{"turn-1", srv.Runner()}); got != want {
 		t.Errorf("ran %+v, want %+v", got, want)
@@ -33,7 +34,7 @@ func TestEnqueueRunsTurn(t *testing.T) {
 		t.Errorf("runner %q is not w1/<instance>", srv.Runner())
 	}
 	// A completed job is not kept.
-	eventually(t, 2*time.Second, "completed job deleted", func() bool { return len(e.tasks(t, "turn-1")) == 0 })
+	chattest.Eventually(t, "completed job deleted", func() bool { return len(e.tasks(t, "turn-1")) == 0 })
 }
 
 func TestEnqueueTwiceRunsOnce(t *testing.T) {
@@ -57,8 +58,8 @@ func TestEnqueueTwiceRunsOnce(t *testing.T) {
 
 	rec := newRecorder(nil)
 	e.startServer(t, "w1", rec, nil)
-	rec.next(t, 2*time.Second)
-	eventually(t, 2*time.Second, "job done", func() bool { return len(e.tasks(t, "turn-1")) == 0 })
+	rec.next(t)
+	chattest.Eventually(t, "job done", func() bool { return len(e.tasks(t, "turn-1")) == 0 })
 	if n := rec.count("turn-1"); n != 1 {
 		t.Errorf("turn ran %d times, want once", n)
 	}
@@ -84,7 +85,7 @@ func TestHostQueuesRunOnTheirHost(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 5*time.Second, "all 15 turns run", func() bool { return len(recA.Calls())+len(recB.Calls()) == 15 })
+	chattest.Eventually(t, "all 15 turns run", func() bool { return len(recA.Calls())+len(recB.Calls()) == 15 })
 	for _, c := range append(recA.Calls(), recB.Calls()...) {
 		if w, ok := want[c.turnID]; ok && c.runner != w {
 			t.Errorf("turn %s ran on %s, want %s", c.turnID, c.runner, w)
@@ -98,15 +99,16 @@ func TestSoleWorkerConsumesTheSharedQueueAlone(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	rec := newRecorder(nil)
-	e.startServer(t, "solo", rec, func(c *ServerConfig) { c.Policy.SoleWorker = true })
+	solo := e.startServer(t, "solo", rec, func(c *ServerConfig) { c.Policy.SoleWorker = true })
 	if err := e.queue.Enqueue(t.Context(), "pinned-turn", "solo"); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.queue.Enqueue(t.Context(), "shared-turn", ""); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the shared turn runs", func() bool { return rec.count("shared-turn") == 1 })
-	time.Sleep(100 * time.Millisecond) // ten polls and more
+	chattest.Eventually(t, "the shared turn runs", func() bool { return rec.count("shared-turn") == 1 })
+	polls, _ := solo.poller.counts()
+	chattest.Eventually(t, "ten more polls", func() bool { n, _ := solo.poller.counts(); return n >= polls+10 })
 	if n := rec.count("pinned-turn"); n != 0 {
 		t.Errorf("the host queue's turn ran %d times on a sole worker", n)
 	}
@@ -142,7 +144,7 @@ func TestCancelStopsRunningHandler(t *testing.T) {
 			} else if err := e.queue.Enqueue(t.Context(), "turn-1", ""); err != nil {
 				t.Fatal(err)
 			}
-			rec.next(t, 2*time.Second)
+			rec.next(t)
 
 			// asynq signals a cancel on pub/sub, to which a freshly started
 			// server subscribes in a goroutine of its own: on a busy machine
@@ -150,7 +152,7 @@ func TestCancelStopsRunningHandler(t *testing.T) {
 			// signal sent then is lost (the turn's cancel is in the database
 			// for the retried run). So the signal is sent again until the
 			// handler stops.
-			deadline := time.After(5 * time.Second)
+			deadline := time.After(chattest.Patience())
 		cancelled:
 			for {
 				if err := e.queue.Cancel(t.Context(), "turn-1"); err != nil {
@@ -169,7 +171,7 @@ func TestCancelStopsRunningHandler(t *testing.T) {
 			}
 			// asynq puts a cancelled job up for retry: Cancel deletes it if
 			// it got there first, else the retry finds the turn settled.
-			eventually(t, 5*time.Second, "cancelled job gone", func() bool { return len(e.tasks(t, "turn-1")) == 0 })
+			chattest.Eventually(t, "cancelled job gone", func() bool { return len(e.tasks(t, "turn-1")) == 0 })
 			if n := rec.count("turn-1"); n > 2 {
 				t.Errorf("cancelled turn ran %d times, want at most 2", n)
 			}
@@ -243,7 +245,7 @@ func TestFailedJobIsRetried(t *testing.T) {
 	if err := e.queue.Enqueue(t.Context(), "turn-1", ""); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "failed job retried and done", func() bool {
+	chattest.Eventually(t, "failed job retried and done", func() bool {
 		return rec.count("turn-1") == 2 && len(e.tasks(t, "turn-1")) == 0
 	})
 }
@@ -262,7 +264,7 @@ func TestMalformedPayloadIsArchived(t *testing.T) {
 	}
 	insp := asynq.NewInspectorFromRedisClient(e.rdb)
 	for _, id := range []string{"bad-json", "no-turn"} {
-		eventually(t, 5*time.Second, id+" archived", func() bool {
+		chattest.Eventually(t, id+" archived", func() bool {
 			info, err := insp.GetTaskInfo(SharedQueue, id)
 			return err == nil && info.State == asynq.TaskStateArchived && info.Retried == 0
 		})

@@ -16,6 +16,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/chat/chattest"
 )
 
 // fakeTurns is a hand-written Turns: turns in memory, routed like chat's
@@ -222,13 +223,13 @@ func TestOutageNeverArchivesAJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 5 { // JobRetries is 1
-		rec.next(t, 5*time.Second)
+		rec.next(t)
 	}
 	if got := e.where(t, "t1"); slices.Contains(got, "t1@turns:archived") {
 		t.Fatalf("job archived during the outage: %v", got)
 	}
 	outage.Store(false)
-	eventually(t, 5*time.Second, "job done after the outage", func() bool { return len(e.where(t, "t1")) == 0 })
+	chattest.Eventually(t, "job done after the outage", func() bool { return len(e.where(t, "t1")) == 0 })
 }
 
 // TestReconcileRequeuesJobArchivedByAnOutage: a job archived because its
@@ -247,7 +248,7 @@ func TestReconcileRequeuesJobArchivedByAnOutage(t *testing.T) {
 	if err := turns.Enqueue(t.Context(), turns.turn("t1")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "job archived", func() bool {
+	chattest.Eventually(t, "job archived", func() bool {
 		return slices.Equal(e.where(t, "t1"), []string{"t1@turns:archived"})
 	})
 	srv.Stop()
@@ -280,7 +281,7 @@ func TestKickReconcilesAtOnce(t *testing.T) {
 	turns.add(chat.Turn{ID: "t1", State: chat.StateQueued, CreatedAt: time.Now().Add(-time.Minute)}, "")
 	start := time.Now()
 	r.Kick()
-	eventually(t, time.Second, "lost job enqueued", func() bool { return slices.Equal(e.where(t, "t1"), []string{"t1@turns:pending"}) })
+	chattest.Eventually(t, "lost job enqueued", func() bool { return slices.Equal(e.where(t, "t1"), []string{"t1@turns:pending"}) })
 	t.Logf("lost job enqueued %v after the kick", time.Since(start).Round(time.Millisecond))
 
 	// A turn too young for the kicked pass gets its job one Grace later,
@@ -296,7 +297,7 @@ func TestKickReconcilesAtOnce(t *testing.T) {
 	defer r2.Stop()
 	turns.add(chat.Turn{ID: "young", State: chat.StateQueued, CreatedAt: time.Now()}, "")
 	r2.Kick()
-	eventually(t, 2*time.Second, "young turn's lost job enqueued", func() bool { return slices.Equal(e.where(t, "young"), []string{"young@turns:pending"}) })
+	chattest.Eventually(t, "young turn's lost job enqueued", func() bool { return slices.Equal(e.where(t, "young"), []string{"young@turns:pending"}) })
 }
 
 // TestReconcileSweepsArchivedJobsNoTurnNeeds: an archived job whose turn is
@@ -310,7 +311,7 @@ func TestReconcileSweepsArchivedJobsNoTurnNeeds(t *testing.T) {
 	if err := e.queue.Enqueue(t.Context(), "gone", ""); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "job archived", func() bool {
+	chattest.Eventually(t, "job archived", func() bool {
 		return slices.Equal(e.where(t, "gone"), []string{"gone@turns:archived"})
 	})
 	if diff := gocmp.Diff(Counts{Swept: 1}, reconcile(t, r)); diff != "" {
@@ -352,7 +353,7 @@ func TestReconcileSettlesArchivedJob(t *testing.T) {
 	if err := turns.Enqueue(t.Context(), turns.turn("t1")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "job archived", func() bool {
+	chattest.Eventually(t, "job archived", func() bool {
 		return slices.Equal(e.where(t, "t1"), []string{"t1@turns:archived"})
 	})
 
@@ -490,7 +491,7 @@ func TestReconcileRescuesTurnOfDeadWorker(t *testing.T) {
 	if err := e.queue.Enqueue(t.Context(), "t", "dead"); err != nil {
 		t.Fatal(err)
 	}
-	hung.next(t, 2*time.Second) // the job is active on "dead", which sends no heartbeat
+	hung.next(t) // the job is active on "dead", which sends no heartbeat
 	deadID, _ := ParseRunner(dead.Runner())
 	e.crashed(t, deadID)
 
@@ -502,7 +503,7 @@ func TestReconcileRescuesTurnOfDeadWorker(t *testing.T) {
 	if diff := gocmp.Diff(Counts{Checked: 1, Rescued: 1}, reconcile(t, r)); diff != "" {
 		t.Errorf("counts (-want +got):\n%s", diff)
 	}
-	if got := rec.next(t, 2*time.Second); got != (call{"t", live.Runner()}) {
+	if got := rec.next(t); got != (call{"t", live.Runner()}) {
 		t.Errorf("rescue ran %+v, want turn t on %s", got, live.Runner())
 	}
 }
@@ -518,7 +519,7 @@ func TestReconcileRescuesUnclaimedActiveJob(t *testing.T) {
 	if err := e.queue.Enqueue(t.Context(), "t", ""); err != nil {
 		t.Fatal(err)
 	}
-	hung.next(t, 2*time.Second)
+	hung.next(t)
 
 	if diff := gocmp.Diff(Counts{Checked: 1}, reconcile(t, r)); diff != "" {
 		t.Errorf("first pass (-want +got):\n%s", diff)
@@ -553,7 +554,7 @@ func TestReconcilerStartStop(t *testing.T) {
 	if err := r.Start(t.Context()); err == nil {
 		t.Error("started twice")
 	}
-	eventually(t, 5*time.Second, "background pass", func() bool { return len(e.where(t, "t")) == 1 })
+	chattest.Eventually(t, "background pass", func() bool { return len(e.where(t, "t")) == 1 })
 	r.Stop()
 	r.Stop()
 	if got := r.Totals(); got.Enqueued != 1 || got.Checked < 1 {

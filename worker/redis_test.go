@@ -8,6 +8,7 @@ import (
 
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/prchat/prchat/chat/chattest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -102,7 +103,7 @@ func TestEmbeddedRedis(t *testing.T) {
 	if err := c.Set(t.Context(), "k", "v", 100*time.Millisecond).Err(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "key expiry", func() bool {
+	chattest.Eventually(t, "key expiry", func() bool {
 		n, err := c.Exists(t.Context(), "k").Result()
 		return err == nil && n == 0
 	})

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/prchat/prchat/chat/chattest"
 )
 
 // TestStopHandsOnRunningTurns: a stopping worker takes no more jobs, lets
@@ -34,7 +36,7 @@ func TestStopHandsOnRunningTurns(t *testing.T) {
 			if err := e.queue.Enqueue(t.Context(), "t1", ""); err != nil {
 				t.Fatal(err)
 			}
-			if got := rec.next(t, 5*time.Second); got.runner != stopping.Runner() {
+			if got := rec.next(t); got.runner != stopping.Runner() {
 				t.Fatalf("first run on %s", got.runner)
 			}
 			live := e.startServer(t, "live", rec, nil)
@@ -43,33 +45,31 @@ func TestStopHandsOnRunningTurns(t *testing.T) {
 			stopped := make(chan struct{})
 			go func() { old.Stop(); close(stopped) }()
 			if hurry {
-				time.Sleep(100 * time.Millisecond)
+				chattest.Eventually(t, "Stop to begin draining", func() bool {
+					old.mu.Lock()
+					defer old.mu.Unlock()
+					return old.draining
+				})
 				old.Hurry()
 			}
-			got := rec.next(t, 5*time.Second)
+			got := rec.next(t)
 			took := time.Since(start)
 			if got != (call{"t1", live.Runner()}) {
 				t.Fatalf("next run %+v, want t1 on the live worker", got)
 			}
+			// A lower bound a loaded machine cannot break; hurried, the
+			// turn was handed on within the test's patience, not the hour.
 			if !hurry && took < grace {
 				t.Errorf("handed on after %v, before the grace of %v", took, grace)
 			}
-			if hurry && took > 2*time.Second {
-				t.Errorf("handed on %v after Stop although hurried", took)
-			}
-			t.Logf("%s: the live worker ran the turn %v after Stop began (grace %v)", name, took.Round(time.Millisecond), grace)
-			select {
-			case <-stopped:
-			case <-time.After(10 * time.Second):
-				t.Fatal("Stop did not return")
-			}
+			chattest.Receive(t, "Stop to return", stopped)
 			rec.mu.Lock()
 			released := rec.released
 			rec.mu.Unlock()
 			if released != 1 {
 				t.Errorf("released %d turns, want 1", released)
 			}
-			eventually(t, 5*time.Second, "no job left", func() bool { return len(e.where(t, "t1")) == 0 })
+			chattest.Eventually(t, "no job left", func() bool { return len(e.where(t, "t1")) == 0 })
 		})
 	}
 }
@@ -85,8 +85,8 @@ func TestStopWithinGraceHandsNothingOn(t *testing.T) {
 	if err := e.queue.Enqueue(t.Context(), "t1", ""); err != nil {
 		t.Fatal(err)
 	}
-	rec.next(t, 5*time.Second)
-	go func() { time.Sleep(200 * time.Millisecond); close(release) }()
+	rec.next(t)
+	go func() { time.Sleep(200 * time.Millisecond); close(release) }() // the turn ends within the grace: the behaviour under test
 	s.Stop()
 	rec.mu.Lock()
 	defer rec.mu.Unlock()

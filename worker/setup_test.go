@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/chat/chattest"
 	"github.com/prchat/prchat/worker/workertest"
 )
 
@@ -125,18 +126,6 @@ func (e env) where(t *testing.T, turnID string) []string {
 	return out
 }
 
-// eventually polls cond until it holds or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not happen within %v", what, timeout)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // call is one TurnRunner.Run.
 type call struct {
 	turnID, runner string
@@ -199,15 +188,9 @@ func (r *recorder) count(turnID string) int {
 }
 
 // next waits for the next call.
-func (r *recorder) next(t *testing.T, timeout time.Duration) call {
+func (r *recorder) next(t *testing.T) call {
 	t.Helper()
-	select {
-	case c := <-r.seen:
-		return c
-	case <-time.After(timeout):
-		t.Fatalf("no turn ran within %v", timeout)
-		return call{}
-	}
+	return chattest.Receive(t, "the next turn to run", r.seen)
 }
 
 var errBoom = errors.New("model endpoint answered 502")

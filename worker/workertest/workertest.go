@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/prchat/prchat/chat/chattest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -98,7 +99,7 @@ func lockDB(t testing.TB, raw string) string {
 	lockOpt.DB = 0
 	locks := redis.NewClient(&lockOpt)
 
-	ctx, cancel := context.WithTimeout(context.Background(), waitForDB)
+	ctx, cancel := context.WithTimeout(context.Background(), chattest.Within(waitForDB))
 	defer cancel()
 	token := newToken()
 	db, err := acquire(ctx, locks, token)

@@ -80,6 +80,8 @@ func TestAcquireTakesAFreeDatabaseOrWaits(t *testing.T) {
 
 	// Released, a database goes to the next one waiting.
 	go func() {
+		// A while for acquire to wait, not a wait for a condition: a
+		// release before it waits hands over the database the same.
 		time.Sleep(100 * time.Millisecond)
 		unlockScript.Run(context.Background(), locks, []string{lockKey(3)}, "other")
 	}()
