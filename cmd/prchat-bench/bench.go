@@ -56,11 +56,12 @@ const (
 	phaseMemory     = "memory"
 	phaseEvents     = "events"
 	phaseRunning    = "running"
+	phaseSessions   = "sessions"
 )
 
 // allPhases lists the phases in the order they run.
 func allPhases() []string {
-	return []string{phaseIntake, phaseOverhead, phaseThroughput, phaseMemory, phaseEvents, phaseRunning}
+	return []string{phaseIntake, phaseOverhead, phaseThroughput, phaseMemory, phaseEvents, phaseRunning, phaseSessions}
 }
 
 // Usage is the text of `prchat-bench --help` before its flags.
@@ -70,7 +71,9 @@ Measures the daemon against the floor its parts allow, side by side on this
 machine: intake (P1) against an in-process floor, turn overhead (P2),
 throughput (P3), memory (P7), live event delivery, and many slow turns
 running at once on one worker (--running-turns, its memory, CPU, event
-delivery and heartbeat, then the takeover when it is killed). The daemons
+delivery and heartbeat, then the takeover when it is killed), and what
+agent sessions travelling cost (upload, store and restore of 100 KB, 1 MB
+and 10 MB session files; a restore is what it adds to a turn). The daemons
 under test are child processes of this one (prchat serve, api, worker) of
 a prchat binary built with -tags prchatbench (--prchat; default
 prchat-benchd beside this program), whose zero-latency agent answers, so
@@ -120,7 +123,7 @@ type Config struct {
 	// daemon started).
 	CPUProfile string
 	// Phases are the phases to run, of intake, overhead, throughput,
-	// memory, events and running.
+	// memory, events, running and sessions.
 	Phases []string
 	// Subscribers are the subscriber counts of the events phase.
 	Subscribers []int
@@ -519,6 +522,7 @@ func (b *bencher) run(ctx context.Context) error {
 	}{
 		{c.has(phaseIntake), b.intake},
 		{c.has(phaseOverhead), b.overhead},
+		{c.has(phaseSessions), b.sessions},
 		{c.has(phaseThroughput) || c.has(phaseMemory), func(ctx context.Context, serve *benchDaemon) error {
 			return b.throughput(ctx, "1 serve", serve, []*benchDaemon{serve})
 		}},

@@ -100,6 +100,14 @@ func TestBench(t *testing.T) {
 		{"running", "RSS per running turn"},
 		{"running", "CPU per running turn per second"},
 		{"running", "delivery p50 / p99, serve to 10 subscribers on serve"},
+		{"sessions", "upload 100 KB"},
+		{"sessions", "upload 10 MB"},
+		{"sessions", "store 1 MB"},
+		{"sessions", "store 1 MB: CPU"},
+		{"sessions", "store 10 MB: sealed"},
+		{"sessions", "restore 1 MB"},
+		{"sessions", "restore 1 MB: CPU"},
+		{"sessions", "restore 10 MB"},
 	} {
 		value, ok := reportValue(out.String(), want.section, want.measure)
 		switch {

@@ -116,7 +116,7 @@ func (r *report) print(w io.Writer) {
 	if len(r.rows) == 0 && len(r.notes) == 0 {
 		return
 	}
-	order := []string{"floor", "intake P1", "overhead P2", "throughput P3", "memory P7", "events", "running"}
+	order := []string{"floor", "intake P1", "overhead P2", "throughput P3", "memory P7", "events", "running", "sessions"}
 	rows := slices.Clone(r.rows)
 	slices.SortStableFunc(rows, func(a, b [5]string) int {
 		return slices.Index(order, a[0]) - slices.Index(order, b[0])
