@@ -34,6 +34,9 @@ func (a Ask) Validate() error {
 	if !utf8.ValidString(a.Question) {
 		return Errorf(CodeInvalid, "question is not valid UTF-8")
 	}
+	if strings.ContainsRune(a.Question, 0) {
+		return Errorf(CodeInvalid, "question must not hold NUL bytes")
+	}
 	if strings.TrimSpace(a.Question) == "" {
 		return Errorf(CodeInvalid, "question is empty")
 	}

@@ -322,6 +322,10 @@ const maxCommentAttempts = 12
 // autoRegister is set (a setting of each forge's webhook), else the
 // comment is ignored.
 func (s *Webhooks) ReceiveComment(ctx context.Context, c Comment, autoRegister bool) (Receipt, error) {
+	if c.holdsNUL() {
+		// As the API refuses them: nothing with a NUL byte is stored.
+		return Receipt{Status: ReceiptIgnored, Reason: "the comment holds a NUL byte, which prchat does not take"}, nil
+	}
 	if err := CheckRepoName(c.Repository); err != nil {
 		return Receipt{Status: ReceiptIgnored, Reason: "the event names no repository as owner/name"}, nil
 	}
@@ -474,6 +478,23 @@ func (s *Webhooks) commentReview(ctx context.Context, wc *WebhookComment) (Revie
 	s.log.InfoContext(ctx, "recorded a review version for a question on an unreviewed PR",
 		slog.String("repository", wc.Repository), slog.Int("pr", wc.PR), slog.Int("version", rev.Version))
 	return rev, nil
+}
+
+// holdsNUL reports whether any text of the comment holds a NUL byte.
+func (c Comment) holdsNUL() bool {
+	for _, v := range []string{c.DeliveryID, c.Repository, c.CloneURL, c.HTMLURL, c.Question, c.Thread, c.Discussion, c.HeadSHA, c.BaseSHA} {
+		if strings.ContainsRune(v, 0) {
+			return true
+		}
+	}
+	if c.Focus != nil {
+		for _, a := range c.Focus.Anchors {
+			if strings.ContainsRune(a.Path, 0) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (c Comment) ref() CommentRef {

@@ -296,6 +296,17 @@ func TestGitHubWebhooks(t *testing.T) {
 				if code, r := deliver(t, g.url, "issue_comment", uuid.NewString(), big, testWebhookSecret); code != http.StatusRequestEntityTooLarge || r.Error == nil || r.Error.Code != "invalid" {
 					t.Errorf("a body over 25 MB: %d %+v", code, r)
 				}
+				// A signed issue_comment without its issue is invalid (not a
+				// crash), and a comment with a NUL byte is not taken.
+				var noIssue map[string]any
+				if err := json.Unmarshal(body, &noIssue); err != nil {
+					t.Fatal(err)
+				}
+				delete(noIssue, "issue")
+				raw, _ := json.Marshal(noIssue)
+				if code, r := deliver(t, g.url, "issue_comment", uuid.NewString(), raw, testWebhookSecret); code != http.StatusBadRequest || r.Error == nil || r.Error.Code != "invalid" {
+					t.Errorf("no issue: %d %+v", code, r)
+				}
 				if n := g.count("webhook_comments"); n != 0 {
 					t.Errorf("webhook_comments has %d rows after refused deliveries", n)
 				}
@@ -304,6 +315,13 @@ func TestGitHubWebhooks(t *testing.T) {
 				}
 				if len(g.gh.Calls()) != 0 {
 					t.Errorf("GitHub was called: %+v", g.gh.Calls())
+				}
+				_, nul := ask(7, "/ask Why\u0000 this?")
+				if code, r := deliver(t, g.url, "issue_comment", uuid.NewString(), nul, testWebhookSecret); code != http.StatusOK || r.Status != "ignored" || !strings.Contains(r.Reason, "NUL") {
+					t.Errorf("a NUL byte: %d %+v", code, r)
+				}
+				if n := g.count("webhook_comments"); n != 0 {
+					t.Errorf("webhook_comments has %d rows after a comment with a NUL byte", n)
 				}
 			})
 

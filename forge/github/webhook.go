@@ -88,7 +88,10 @@ func (w *Webhook) Read(ctx context.Context, h http.Header, body func() ([]byte, 
 	case *gh.IssueCommentEvent:
 		action, sender, repo = e.GetAction(), e.GetSender(), e.GetRepo()
 		author, text = e.GetComment().GetUser(), e.GetComment().GetBody()
-		if !e.GetIssue().IsPullRequest() {
+		if e.Issue == nil || e.Comment == nil {
+			return d, chat.Errorf(chat.CodeInvalid, "the issue_comment event names no issue or comment")
+		}
+		if !e.Issue.IsPullRequest() {
 			d.Ignored = "the comment is on an issue, not a pull request"
 			return d, nil
 		}
@@ -96,6 +99,9 @@ func (w *Webhook) Read(ctx context.Context, h http.Header, body func() ([]byte, 
 	case *gh.PullRequestReviewCommentEvent:
 		action, sender, repo = e.GetAction(), e.GetSender(), e.GetRepo()
 		cm := e.GetComment()
+		if e.Comment == nil || e.PullRequest == nil {
+			return d, chat.Errorf(chat.CodeInvalid, "the pull_request_review_comment event names no pull request or comment")
+		}
 		author, text = cm.GetUser(), cm.GetBody()
 		root := cm.GetInReplyTo()
 		if root == 0 {

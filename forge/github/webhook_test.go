@@ -114,3 +114,22 @@ func TestLineLink(t *testing.T) {
 		t.Errorf("LineLink = %q, want %q", got, want)
 	}
 }
+
+// TestWebhookReadMissingObjects: a signed event that lacks the issue, the
+// pull request or the comment it is about is invalid, not a crash.
+func TestWebhookReadMissingObjects(t *testing.T) {
+	t.Parallel()
+	w := github.NewWebhook(forge.WebhookConfig{Secrets: []string{"s"}})
+	for _, c := range []struct{ event, body string }{
+		{"issue_comment", `{"action":"created","comment":{"id":3,"body":"/ask Why?"},"repository":{"full_name":"acme/widget"},"sender":{"login":"r"}}`},
+		{"issue_comment", `{"action":"created","issue":{"number":7,"pull_request":{"url":"u"}},"repository":{"full_name":"acme/widget"}}`},
+		{"pull_request_review_comment", `{"action":"created","comment":{"id":3,"body":"/ask Why?"},"repository":{"full_name":"acme/widget"}}`},
+		{"pull_request_review_comment", `{"action":"created","pull_request":{"number":7},"repository":{"full_name":"acme/widget"}}`},
+	} {
+		body := []byte(c.body)
+		_, err := w.Read(t.Context(), headers(c.event, sign("s", body)), func() ([]byte, error) { return body, nil })
+		if chat.ErrorCode(err) != chat.CodeInvalid {
+			t.Errorf("%s %s: %v, want invalid", c.event, c.body, err)
+		}
+	}
+}
