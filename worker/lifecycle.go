@@ -8,7 +8,7 @@ import (
 )
 
 // lifecycle is the start/stop state that the long-lived parts of a worker
-// (Heartbeat, Reconciler, Server, Events) share: Start runs once, Stop is
+// (Heartbeat, Reconciler, Server, Events, Outbox) share: Start runs once, Stop is
 // safe to call twice, before Start and from many goroutines at once, and a
 // stopped part does not start again. It runs the part's background work in
 // one goroutine, under a context that Stop cancels, and Stop returns only

@@ -78,7 +78,7 @@ func TestLifecycleFailedBeginCanStartAgain(t *testing.T) {
 }
 
 // TestPartsStartAndStopFromManyGoroutines drives the real parts (heartbeat,
-// reconciler, server, event relay) through concurrent Start and Stop calls:
+// reconciler, server, event relay, outbox) through concurrent Start and Stop calls:
 // no race, no deadlock, every Stop returns, none starts after a Stop.
 func TestPartsStartAndStopFromManyGoroutines(t *testing.T) {
 	t.Parallel()
@@ -112,6 +112,13 @@ func TestPartsStartAndStopFromManyGoroutines(t *testing.T) {
 		"events": func(int) part {
 			return NewEvents(e.rdb, EventsConfig{Block: 50 * time.Millisecond, Logger: testLogger(t)})
 		},
+		"outbox": func(int) part {
+			o, err := NewOutbox(noReplies{}, OutboxConfig{Interval: 10 * time.Millisecond, Logger: testLogger(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return o
+		},
 	}
 	for name, newPart := range makers {
 		t.Run(name, func(t *testing.T) {
@@ -139,3 +146,8 @@ func TestPartsStartAndStopFromManyGoroutines(t *testing.T) {
 		})
 	}
 }
+
+// noReplies is an outbox's work with nothing due.
+type noReplies struct{}
+
+func (noReplies) DeliverReplies(context.Context) (int, error) { return 0, nil }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/prchat/prchat/chat"
@@ -34,13 +33,7 @@ type Outbox struct {
 	replies Replies
 	cfg     OutboxConfig
 	log     *slog.Logger
-
-	mu      sync.Mutex
-	started bool
-	stopped bool
-	cancel  context.CancelFunc
-	done    chan struct{}
-	stop    sync.Once
+	lc      *lifecycle
 }
 
 // NewOutbox returns an Outbox of replies.
@@ -52,28 +45,15 @@ func NewOutbox(replies Replies, cfg OutboxConfig) (*Outbox, error) {
 	if replies == nil {
 		return nil, errors.New("worker outbox: replies are required")
 	}
-	return &Outbox{replies: replies, cfg: cfg, log: cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))}, nil
+	return &Outbox{replies: replies, cfg: cfg, log: cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)), lc: newLifecycle("worker outbox")}, nil
 }
 
 // Start runs the Outbox until Stop or ctx ends.
 func (o *Outbox) Start(ctx context.Context) error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	switch {
-	case o.stopped:
-		return errors.New("worker outbox: stopped")
-	case o.started:
-		return errors.New("worker outbox: already started")
-	}
-	o.started = true
-	ctx, o.cancel = context.WithCancel(ctx)
-	o.done = make(chan struct{})
-	go o.loop(ctx)
-	return nil
+	return o.lc.start(ctx, nil, o.loop)
 }
 
 func (o *Outbox) loop(ctx context.Context) {
-	defer close(o.done)
 	t := time.NewTicker(o.cfg.Interval)
 	defer t.Stop()
 	for {
@@ -96,18 +76,7 @@ func (o *Outbox) loop(ctx context.Context) {
 }
 
 // Stop stops the Outbox and waits for its pass to end. Safe to call twice.
-func (o *Outbox) Stop() {
-	o.stop.Do(func() {
-		o.mu.Lock()
-		started := o.started
-		o.stopped = true
-		o.mu.Unlock()
-		if started {
-			o.cancel()
-			<-o.done
-		}
-	})
-}
+func (o *Outbox) Stop() { o.lc.stop(nil, nil) }
 
 // ReplyMetrics count the answers posted to forges and those given up. It
 // implements chat.CommentObserver.

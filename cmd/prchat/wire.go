@@ -260,7 +260,7 @@ func (d *daemon) startWorker(ctx context.Context, cfg Config, o options) (err er
 	if d.outbox, err = worker.NewOutbox(d.domain.webhooks, worker.OutboxConfig{Interval: o.outboxInterval, Logger: d.log}); err != nil {
 		return err
 	}
-	return d.outbox.Start(ctx)
+	return d.outbox.Start(run)
 }
 
 // mountAPI makes the HTTP API: the routes, the dashboard and the webhooks.
