@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/prchat/prchat/cmd/prchat/internal/cliflag"
 	"io"
 	"net/url"
 	"os"
@@ -320,11 +321,11 @@ func loadConfig(cmd string, args []string, getenv func(string) string, help io.W
 				"        to FILE\n")
 		}
 	}
-	if err := parseFlags(fs, args, help); err != nil {
+	if err := cliflag.Parse(fs, args, help); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
-		return c, usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+		return c, cliflag.Usagef("unexpected argument %q", fs.Arg(0))
 	}
 	for i, s := range all {
 		if err := s.set(&c, *values[i]); err != nil {

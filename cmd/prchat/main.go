@@ -16,11 +16,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/prchat/prchat/cmd/prchat/internal/cliflag"
 	"io"
 	"os"
 	"os/signal"
@@ -65,7 +65,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	case "migrate":
 		err = runMigrate(ctx, rest, getenv, stdout, stderr)
 	case "ask":
-		err = runAsk(ctx, rest, getenv, stdout, stderr)
+		err = client.Ask(ctx, rest, getenv, stdout, stderr)
 	case "review":
 		err = runReview(ctx, rest, getenv, stdout, stderr)
 	case "token":
@@ -80,7 +80,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 		fmt.Fprintf(stderr, "prchat: unknown command %q\n\n%s", cmd, usage)
 		return 2
 	}
-	var usage usageError
+	var usage cliflag.UsageError
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
@@ -92,35 +92,4 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 		return 1
 	}
 	return 0
-}
-
-// runAsk is `prchat ask` (see client.Ask).
-func runAsk(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	err := client.Ask(ctx, args, getenv, stdout, stderr)
-	if ue := (client.UsageError{}); errors.As(err, &ue) {
-		return usageError{ue.Msg}
-	}
-	return err
-}
-
-// usageError is a mistake in the command line (exit status 2).
-type usageError struct{ msg string }
-
-func (e usageError) Error() string { return e.msg }
-
-// parseFlags parses args with fs. Asked for help, it prints fs's usage to
-// help and returns flag.ErrHelp; a mistake is a usageError, and Main points
-// to --help instead of printing the usage with it.
-func parseFlags(fs *flag.FlagSet, args []string, help io.Writer) error {
-	var out bytes.Buffer
-	fs.SetOutput(&out)
-	err := fs.Parse(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		_, _ = help.Write(out.Bytes())
-		return err
-	case err != nil:
-		return usageError{err.Error()}
-	}
-	return nil
 }

@@ -55,22 +55,22 @@ func runReview(ctx context.Context, args []string, getenv func(string) string, s
 	fs.Usage = func() { fmt.Fprint(fs.Output(), reviewUsage); cliflag.Print(fs.Output(), fs) }
 	switch {
 	case len(args) > 0 && slices.Contains([]string{"help", "-h", "-help", "--help"}, args[0]):
-		return parseFlags(fs, []string{"--help"}, stdout)
+		return cliflag.Parse(fs, []string{"--help"}, stdout)
 	case len(args) == 0 || args[0] != "record":
-		return usageError{"the only review subcommand is record"}
+		return cliflag.UsageError{Msg: "the only review subcommand is record"}
 	}
-	if err := parseFlags(fs, args[1:], stdout); err != nil {
+	if err := cliflag.Parse(fs, args[1:], stdout); err != nil {
 		return err
 	}
 	switch {
 	case fs.NArg() > 0:
-		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+		return cliflag.Usagef("unexpected argument %q", fs.Arg(0))
 	case *repo == "" || *pr < 1 || *markdown == "":
-		return usageError{"--repo, --pr and --markdown-file are required"}
+		return cliflag.UsageError{Msg: "--repo, --pr and --markdown-file are required"}
 	}
 	serverURL, err := client.ServerURL(*server)
 	if err != nil {
-		return usageError{err.Error()}
+		return cliflag.UsageError{Msg: err.Error()}
 	}
 	md, err := os.ReadFile(*markdown)
 	if err != nil {
@@ -93,7 +93,7 @@ func runReview(ctx context.Context, args []string, getenv func(string) string, s
 	var data []byte
 	if upload != "" {
 		if *session == "" {
-			return usageError{"--session-file needs --session-id"}
+			return cliflag.UsageError{Msg: "--session-file needs --session-id"}
 		}
 		if data, err = os.ReadFile(upload); err != nil {
 			return fmt.Errorf("read the session file: %w", err)

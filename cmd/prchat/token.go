@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 
@@ -21,9 +20,5 @@ func runToken(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		return st, func() { _ = st.Close() }, nil
 	}
-	err := tokens.Run(ctx, args, def, open, stdout, stderr)
-	if ue := (tokens.UsageError{}); errors.As(err, &ue) {
-		return usageError{ue.Msg}
-	}
-	return err
+	return tokens.Run(ctx, args, def, open, stdout, stderr)
 }

@@ -1,11 +1,9 @@
 package client
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -64,20 +62,20 @@ func Ask(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.BoolVar(&o.json, "json", false, "print the final turn as JSON")
 	fs.BoolVar(&o.noStream, "no-stream", false, "long-poll instead of streaming")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), askUsage); cliflag.Print(fs.Output(), fs) }
-	if err := parseFlags(fs, args, stdout); err != nil {
+	if err := cliflag.Parse(fs, args, stdout); err != nil {
 		return err
 	}
 	o.token = getenv("PRCHAT_TOKEN")
 	question := strings.TrimSpace(strings.Join(fs.Args(), " "))
 	switch {
 	case question == "":
-		return UsageError{"a question is required"}
+		return UsageError{Msg: "a question is required"}
 	case o.conversation == "" && (o.repo == "" || o.pr < 1):
-		return UsageError{"give --repo and --pr for a new conversation, or --conversation"}
+		return UsageError{Msg: "give --repo and --pr for a new conversation, or --conversation"}
 	}
 	server, err := ServerURL(o.server)
 	if err != nil {
-		return UsageError{err.Error()}
+		return UsageError{Msg: err.Error()}
 	}
 	// The spinner goes to stderr, the answer to stdout: each styled only
 	// where it goes to a terminal.
@@ -144,22 +142,4 @@ func (e TurnFailed) Error() string {
 }
 
 // UsageError is a mistake in the command line.
-type UsageError struct{ Msg string }
-
-func (e UsageError) Error() string { return e.Msg }
-
-// parseFlags parses args with fs. Asked for help, it prints fs's usage to
-// help and returns flag.ErrHelp; a mistake is a UsageError.
-func parseFlags(fs *flag.FlagSet, args []string, help io.Writer) error {
-	var out bytes.Buffer
-	fs.SetOutput(&out)
-	err := fs.Parse(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		_, _ = help.Write(out.Bytes())
-		return err
-	case err != nil:
-		return UsageError{err.Error()}
-	}
-	return nil
-}
+type UsageError = cliflag.UsageError

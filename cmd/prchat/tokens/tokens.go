@@ -49,9 +49,7 @@ type Defaults struct {
 type Opener func(ctx context.Context, dbURL, dataDir string) (chat.TokenStore, func(), error)
 
 // UsageError is a mistake in the command line.
-type UsageError struct{ Msg string }
-
-func (e UsageError) Error() string { return e.Msg }
+type UsageError = cliflag.UsageError
 
 // Run is `prchat token`: it makes, lists and revokes API tokens. Asked for
 // help it prints it to stdout and returns flag.ErrHelp; a mistake in the

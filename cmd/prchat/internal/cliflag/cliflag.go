@@ -1,4 +1,6 @@
-// Package cliflag prints the flags of prchat's commands as their help
+// Package cliflag is what the command lines of prchat's commands share:
+// Parse reads flags, telling a request for help from a mistake
+// (UsageError, exit status 2), and Print writes the flags as their help
 // shows them: double-dash names, as the README and the error messages
 // spell them.
 package cliflag
