@@ -434,10 +434,10 @@ func assignResult(key string, nk *normKey, kind keyKind, val string, quoted bool
 	if publishedGoogleKeys[val] {
 		return noMatch
 	}
-	if kind == kindNone || !secretValue(val, quoted, kind) {
+	if kind == kindNone {
 		return noMatch
 	}
-	if kind == kindKey && !keyValue(val) {
+	if ok, st := secretValue(val, quoted, kind); !ok || kind == kindKey && !keyValue(val, st) {
 		return noMatch
 	}
 	id := idGeneric
@@ -580,42 +580,44 @@ func discordToken(v string) bool {
 // (<your-token>, xxxx, changeme), code (cfg.Secret, getPassword()), type
 // names (string) and, for keys other than passwords, values with too little
 // entropy or character variety.
-func secretValue(val string, quoted bool, kind keyKind) bool {
+// When it is, it also returns the value's statsOf, for the checks that
+// follow.
+func secretValue(val string, quoted bool, kind keyKind) (bool, textStats) {
 	n := len(val)
 	if strings.Contains(val, "://") || strings.HasPrefix(val, "-----BEGIN") {
-		return false // URL and PEM rules handle these
+		return false, textStats{} // URL and PEM rules handle these
 	}
 	if isPlaceholder(val) || strings.HasSuffix(val, "...") || strings.HasSuffix(val, "…") {
-		return false
+		return false, textStats{}
 	}
 	if !quoted && looksLikeCode(val) {
-		return false
+		return false, textStats{}
 	}
 	if camelWords(val) {
-		return false // a type or field name: AgencyIdentificationCodeContentType
+		return false, textStats{} // a type or field name: AgencyIdentificationCodeContentType
 	}
 	st := statsOf(val)
 	if kind == kindPassword {
 		if n < 6 || st.distinct < 4 || st.entropy < 2 {
-			return false
+			return false, textStats{}
 		}
 		if st.lower == n && n < 13 {
-			return false // a word: string, required, letmein, rootpasswd
+			return false, textStats{} // a word: string, required, letmein, rootpasswd
 		}
-		return true
+		return true, st
 	}
 	if strings.ContainsAny(val, " \t") {
-		return false // prose or a command, not a token
+		return false, textStats{} // prose or a command, not a token
 	}
 	if st.digit == n {
 		// a long random number (client ids and secrets of some services)
-		return n >= 16 && st.distinct >= 7 && st.entropy >= 2.8
+		return n >= 16 && st.distinct >= 7 && st.entropy >= 2.8, st
 	}
 	if n < 10 || st.distinct < 5 {
-		return false
+		return false, textStats{}
 	}
 	if st.classes() == 1 && (n < 20 || st.entropy < 3.3) {
-		return false
+		return false, textStats{}
 	}
 	minEnt := 3.0
 	switch {
@@ -623,11 +625,11 @@ func secretValue(val string, quoted bool, kind keyKind) bool {
 		minEnt = 2.5
 	case n < 20:
 		if longestAlnumRun(val) < 12 {
-			return false // a prefixed short id: sm_pat_9f8g8n3twm
+			return false, textStats{} // a prefixed short id: sm_pat_9f8g8n3twm
 		}
 		minEnt = 2.8
 	}
-	return st.entropy >= minEnt
+	return st.entropy >= minEnt, st
 }
 
 // longestAlnumRun is the length of the longest run of letters and digits.
@@ -903,7 +905,8 @@ var setKeyValue = newSet("A-Za-z0-9_+/=.-")
 // also names cache entries, map keys and paths: it must be one random-
 // looking token of 16 bytes or more with digits and letters, not a dotted
 // name or a path.
-func keyValue(val string) bool {
+// st is statsOf(val).
+func keyValue(val string, st textStats) bool {
 	n := len(val)
 	if n < 16 || n > 512 || !allIn(val, setKeyValue) || !hasDigitAndLetter(val) {
 		return false
@@ -914,7 +917,6 @@ func keyValue(val string) bool {
 	if looksLikeCode(val) || looksLikeIdentifier(val) {
 		return false
 	}
-	st := statsOf(val)
 	return st.entropy >= 3.2 && st.distinct >= 10
 }
 
@@ -1015,7 +1017,7 @@ func matchBefore(v *view, a, b, ks int) result {
 		return noMatch
 	}
 	val := s[vs:ve]
-	if !secretValue(val, true, kind) || kind == kindKey && !keyValue(val) {
+	if ok, st := secretValue(val, true, kind); !ok || kind == kindKey && !keyValue(val, st) {
 		return noMatch
 	}
 	if !hasDigitAndLetter(val) || looksLikeIdentifier(val) || camelWords(val) {

@@ -231,13 +231,39 @@ type hit struct {
 }
 
 // asleep reports whether h's provisional decision would come out the same
-// on s: its wait holds for the text that arrived since it was made.
-func (h *hit) asleep(s string) bool {
-	if h.wait == nil || len(s) >= h.waitEnd || !allIn(s[h.seen:], h.wait) {
+// on s: its wait holds for the text that arrived since it was made. The
+// occurrences in play wait on few sets and were last looked at together,
+// so c remembers the answers of one Write by set.
+func (h *hit) asleep(s string, c *waitCache) bool {
+	if h.wait == nil || len(s) >= h.waitEnd {
+		return false
+	}
+	k := 0
+	for k < c.n && (c.set[k] != h.wait || c.seen[k] != h.seen) {
+		k++
+	}
+	if k == c.n {
+		if k == len(c.set) {
+			k = 0 // forget the first: the answer is computed again
+		} else {
+			c.n++
+		}
+		c.set[k], c.seen[k], c.all[k] = h.wait, h.seen, allIn(s[h.seen:], h.wait)
+	}
+	if !c.all[k] {
 		return false
 	}
 	h.seen = len(s)
 	return true
+}
+
+// waitCache holds whether the text after seen is all bytes of set, for a
+// few sets.
+type waitCache struct {
+	n    int
+	set  [4]*byteSet
+	seen [4]int
+	all  [4]bool
 }
 
 // shift moves h's positions n bytes to the left.
@@ -274,12 +300,13 @@ func (m *Masker) advance(s string, from int, st uint32, hits []hit) (uint32, []h
 func (m *Masker) evalHits(s string, hits []hit, skip int, done []cand) (_ []hit, _ []cand, limit int) {
 	limit = len(s)
 	var memo assignMemo
+	var wc waitCache
 	keep := hits[:0]
 	for _, h := range hits {
 		if h.ks < skip {
 			continue
 		}
-		if h.wait == nil || !h.asleep(s) {
+		if h.wait == nil || !h.asleep(s, &wc) {
 			kw := &m.ac.kws[h.ki]
 			sp := m.specs[kw.rule]
 			v := view{s: s, reach: h.ke, provisional: true}
