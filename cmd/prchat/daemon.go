@@ -54,6 +54,8 @@ type options struct {
 	commentPoll    time.Duration
 	commentBackoff time.Duration
 	commentLease   time.Duration
+	// forgeTimeout bounds each call of a forge's API (default 30 s).
+	forgeTimeout time.Duration
 }
 
 // daemon is a running prchat process. start fills it in, part by part

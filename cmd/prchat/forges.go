@@ -1,8 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
+	"net/http"
+	"time"
 
 	"github.com/prchat/prchat/chat"
 	"github.com/prchat/prchat/forge"
@@ -16,10 +19,13 @@ type forges struct {
 	gitlab *gitlab.Client
 }
 
-func newForges(cfg Config, log *slog.Logger) (forges, error) {
+// newForges makes the clients of the forges whose settings are given;
+// timeout bounds each request (default 30 s).
+func newForges(cfg Config, timeout time.Duration, log *slog.Logger) (forges, error) {
 	var f forges
+	timeout = cmp.Or(timeout, 30*time.Second)
 	if cfg.GitHubToken != "" || cfg.GitHubAppID != 0 {
-		gc := github.Config{APIURL: cfg.GitHubAPIURL, Logger: log}
+		gc := github.Config{APIURL: cfg.GitHubAPIURL, HTTPClient: &http.Client{Timeout: timeout}, Logger: log}
 		if cfg.GitHubAppID != 0 {
 			gc.AppID, gc.PrivateKeyFile = cfg.GitHubAppID, cfg.GitHubAppPrivateKeyFile
 		} else {
@@ -32,7 +38,7 @@ func newForges(cfg Config, log *slog.Logger) (forges, error) {
 	}
 	if cfg.GitLabToken != "" {
 		var err error
-		if f.gitlab, err = gitlab.New(gitlab.Config{APIURL: cfg.GitLabAPIURL, Token: cfg.GitLabToken, Logger: log}); err != nil {
+		if f.gitlab, err = gitlab.New(gitlab.Config{APIURL: cfg.GitLabAPIURL, Token: cfg.GitLabToken, HTTPClient: &http.Client{Timeout: timeout}, Logger: log}); err != nil {
 			return f, err
 		}
 	}

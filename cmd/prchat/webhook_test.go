@@ -174,6 +174,7 @@ func setupGitHub(t *testing.T, m mode, change func(*Config, *githubtest.Server))
 	e.opts.commentBackoff = 50 * time.Millisecond
 	// A stopped daemon's comments are taken up again after this.
 	e.opts.commentLease = 500 * time.Millisecond
+	e.opts.forgeTimeout = 3 * time.Second
 	g := &ghEnv{env: e, gh: fake, hold: make(chan struct{})}
 	e.scripted.Fallback = func(req chat.RunRequest) scripted.Step {
 		switch {

@@ -54,7 +54,7 @@ func (d *daemon) openCore(ctx context.Context, cfg Config, r role, o options) (e
 	d.events = worker.NewEvents(d.rdb, worker.EventsConfig{Logger: d.log})
 	d.registry = prometheus.NewRegistry()
 	d.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if d.forges, err = newForges(cfg, d.log); err != nil {
+	if d.forges, err = newForges(cfg, o.forgeTimeout, d.log); err != nil {
 		return err
 	}
 	if d.workspaces, err = agentsession.NewWorkspaces(agentsession.Config{DataDir: cfg.DataDir, Secrets: cfg.secrets(), Logger: d.log, Credentials: d.forges.credentials, ClonePrivate: cfg.CloneAllowPrivate}); err != nil {

@@ -1,15 +1,18 @@
 // Package forgetest is the core that the fakes of the forges' REST APIs
 // (forge/github/githubtest, forge/gitlab/gitlabtest) share: it records every
 // call a fake receives with the status it answered, and answers scripted
-// failures in place of the fake's routes.
+// failures in place of the fake's routes, or after them: a request that
+// the fake carries out (a reply stored) and whose answer is then lost.
 package forgetest
 
 import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Call is one request a fake received.
@@ -27,7 +30,38 @@ type Call struct {
 type failure struct {
 	method, prefix string
 	status, left   int
+	after          Loss // non-zero: the request is carried out first
 }
+
+// Loss is how the answer to a request that the fake carried out is lost.
+type Loss int
+
+// The ways an answer is lost after the request was carried out.
+const (
+	// LoseToBadGateway answers 502 (a proxy in front of the forge lost the
+	// answer).
+	LoseToBadGateway Loss = iota + 1
+	// LoseToDrop closes the connection without an answer.
+	LoseToDrop
+	// LoseToTimeout answers nothing until the client gives up.
+	LoseToTimeout
+)
+
+// String names the loss, for test names.
+func (l Loss) String() string {
+	switch l {
+	case LoseToBadGateway:
+		return "502 after storing"
+	case LoseToDrop:
+		return "connection dropped after storing"
+	case LoseToTimeout:
+		return "timeout after storing"
+	}
+	return "no loss"
+}
+
+// Losses are the ways an answer can be lost, for table tests.
+var Losses = []Loss{LoseToBadGateway, LoseToDrop, LoseToTimeout}
 
 // Core records the calls of a fake and answers its scripted failures. Its
 // zero value records unescaped paths; it is safe for concurrent use.
@@ -45,7 +79,17 @@ type Core struct {
 func (c *Core) Fail(method, prefix string, status, n int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.failures = append(c.failures, &failure{method, prefix, status, n})
+	c.failures = append(c.failures, &failure{method: method, prefix: prefix, status: status, left: n})
+}
+
+// LoseAfter makes the fake carry out the next n requests whose method is
+// method and whose path starts with prefix (a reply is stored) and then
+// lose their answers as loss says. A Call of a lost answer has Status 0,
+// or 502.
+func (c *Core) LoseAfter(method, prefix string, loss Loss, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.failures = append(c.failures, &failure{method: method, prefix: prefix, left: n, after: loss})
 }
 
 // Calls returns the requests received so far.
@@ -78,10 +122,15 @@ func (c *Core) Handler(next http.Handler) http.Handler {
 		}
 		call := Call{Method: r.Method, Path: path, Auth: r.Header.Get("Authorization"), Body: string(body)}
 		sw := &StatusWriter{ResponseWriter: w, Status: http.StatusOK}
-		if f := c.due(r.Method, path); f != nil {
-			WriteJSON(sw, f.status, map[string]string{"message": "scripted failure"})
-		} else {
+		switch f := c.due(r.Method, path); {
+		case f == nil:
 			next.ServeHTTP(sw, r)
+		case f.after != 0:
+			next.ServeHTTP(httptest.NewRecorder(), r)
+			sw.Status = 0
+			lose(sw, r, f.after)
+		default:
+			WriteJSON(sw, f.status, map[string]string{"message": "scripted failure"})
 		}
 		call.Status = sw.Status
 		c.mu.Lock()
@@ -101,6 +150,23 @@ func (c *Core) due(method, path string) *failure {
 		}
 	}
 	return nil
+}
+
+// lose loses the answer to a request carried out.
+func lose(sw *StatusWriter, r *http.Request, loss Loss) {
+	switch loss {
+	case LoseToBadGateway:
+		WriteJSON(sw, http.StatusBadGateway, map[string]string{"message": "502 Bad Gateway"})
+	case LoseToDrop:
+		if conn, _, err := http.NewResponseController(sw.ResponseWriter).Hijack(); err == nil {
+			_ = conn.Close()
+		}
+	case LoseToTimeout:
+		select {
+		case <-r.Context().Done():
+		case <-time.After(time.Minute):
+		}
+	}
 }
 
 // StatusWriter remembers the status a handler wrote.

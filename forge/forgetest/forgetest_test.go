@@ -4,7 +4,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -44,5 +46,49 @@ func TestCore(t *testing.T) {
 	}
 	if n := len(core.Calls()); n != 3 {
 		t.Errorf("%d calls recorded, want 3", n)
+	}
+}
+
+// TestCoreLoseAfter: a request whose answer is lost is carried out once,
+// and its client learns nothing of it (a 502, an error).
+func TestCoreLoseAfter(t *testing.T) {
+	t.Parallel()
+	for _, loss := range forgetest.Losses {
+		t.Run(loss.String(), func(t *testing.T) {
+			t.Parallel()
+			core := &forgetest.Core{}
+			var done atomic.Int32
+			srv := httptest.NewServer(core.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				done.Add(1)
+				forgetest.WriteJSON(w, http.StatusCreated, map[string]string{"ok": "yes"})
+			})))
+			defer srv.Close()
+			core.LoseAfter("POST", "/notes", loss, 1)
+			client := &http.Client{Timeout: 300 * time.Millisecond}
+			post := func() (int, error) {
+				resp, err := client.Post(srv.URL+"/notes", "application/json", strings.NewReader(`{}`))
+				if err != nil {
+					return 0, err
+				}
+				resp.Body.Close()
+				return resp.StatusCode, nil
+			}
+			code, err := post()
+			switch {
+			case loss == forgetest.LoseToBadGateway && (err != nil || code != http.StatusBadGateway):
+				t.Errorf("lost answer: %d %v, want 502", code, err)
+			case loss != forgetest.LoseToBadGateway && err == nil:
+				t.Errorf("lost answer: %d, want an error", code)
+			}
+			if n := done.Load(); n != 1 {
+				t.Errorf("carried out %d times, want 1", n)
+			}
+			if code, err := post(); err != nil || code != http.StatusCreated {
+				t.Errorf("next post: %d %v, want 201", code, err)
+			}
+			if calls := core.CallsTo("POST", "/notes"); len(calls) != 2 || calls[0].Status == http.StatusCreated {
+				t.Errorf("calls = %+v", calls)
+			}
+		})
 	}
 }

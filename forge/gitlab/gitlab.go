@@ -63,10 +63,10 @@ func New(cfg Config) (*Client, error) {
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: 30 * time.Second}
 	}
-	// prchat's outbox retries with its own backoff; the client's own
-	// retries stay few and short.
-	api, err := gl.NewClient(cfg.Token, gl.WithBaseURL(cfg.APIURL), gl.WithHTTPClient(cfg.HTTPClient),
-		gl.WithCustomRetryMax(1), gl.WithCustomRetryWaitMinMax(100*time.Millisecond, time.Second))
+	// No retries by the client: a post it retried after GitLab stored the
+	// note but lost the answer (a 502, a dropped connection) would post
+	// twice. prchat's outbox retries, and looks for its marker first.
+	api, err := gl.NewClient(cfg.Token, gl.WithBaseURL(cfg.APIURL), gl.WithHTTPClient(cfg.HTTPClient), gl.WithoutRetries())
 	if err != nil {
 		return nil, fmt.Errorf("gitlab: %w", err)
 	}
