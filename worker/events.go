@@ -51,8 +51,11 @@ func (c EventsConfig) withDefaults() EventsConfig {
 }
 
 // Events carries turn events between processes through Redis: a stream per
-// turn (prchat:events:<turn id>, entry ids <seq>-1) and a stream per
-// repository feed (prchat:feed:<owner/repo>). It implements chat.Publisher
+// turn (prchat:events:<turn id>) and a stream per repository feed
+// (prchat:feed:<owner/repo>). The events of one Publish are one entry of
+// the turn's stream, whose id is <seq>-1 of the last of them: a field "b"
+// holds a JSON array of them (a field "e" one event, as a publish of one
+// event, and earlier versions, write it). It implements chat.Publisher
 // and chat.Follower. One reader goroutine per process serves every follower
 // of that process with one blocking XREAD over the watched streams, so the
 // number of subscribers costs no Redis connections, and a slow follower is
@@ -87,14 +90,17 @@ type watch struct {
 	// gen changes whenever last is set back: a read that was under way
 	// then is not dispatched (what it got is read again from last).
 	gen       uint64
-	decode    func(id string, data []byte) (any, bool)
+	decode    func(m redis.XMessage) (any, bool)
 	followers map[*follower]struct{}
 }
 
 // follower receives the decoded entries of one stream after its position.
 type follower struct {
-	after   streamID         // the entry delivered last, or where it joined
-	deliver func(v any) bool // false: the follower is full
+	after streamID // the entry delivered last, or where it joined
+	// deliver hands the follower an entry's value, after its position
+	// (which it had of the entry, if any: an entry holds several events);
+	// false: the follower is full.
+	deliver func(v any, after streamID) bool
 	close   func()
 }
 
@@ -181,15 +187,34 @@ func (e *Events) Publish(ctx context.Context, turnID string, events []chat.Event
 	if len(events) > 0 {
 		key := turnKey(turnID)
 		final := false
+		// One entry for all: one XADD, not one per event. The events'
+		// own encodings are joined into the array, not encoded again.
+		var batch []byte
 		for i := range events {
 			ev := &events[i]
 			data, err := ev.JSON()
 			if err != nil {
 				return fmt.Errorf("publish events of turn %s: %w", turnID, err)
 			}
-			pipe.XAdd(ctx, &redis.XAddArgs{Stream: key, ID: strconv.FormatInt(ev.Seq, 10) + "-1", MaxLen: e.cfg.MaxLen, Approx: true, Values: []any{"e", data}})
+			if len(events) == 1 {
+				batch = data
+				break
+			}
+			if i == 0 {
+				batch = append(batch, '[')
+			} else {
+				batch = append(batch, ',')
+			}
+			batch = append(batch, data...)
 			final = final || ev.Final()
 		}
+		field := "e"
+		if len(events) > 1 {
+			field, batch = "b", append(batch, ']')
+		}
+		last := events[len(events)-1]
+		final = final || last.Final()
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: key, ID: strconv.FormatInt(last.Seq, 10) + "-1", MaxLen: e.cfg.MaxLen, Approx: true, Values: []any{field, batch}})
 		switch {
 		case final:
 			pipe.Expire(ctx, key, e.cfg.SettledTTL)
@@ -247,27 +272,50 @@ func (e *Events) addFeed(ctx context.Context, pipe redis.Pipeliner, fe chat.Feed
 func (e *Events) Follow(ctx context.Context, turnID string, after int64) (<-chan *chat.Event, error) {
 	ch := make(chan *chat.Event, e.cfg.Buffer)
 	f := &follower{}
-	f.deliver = func(v any) bool {
-		select {
-		case ch <- v.(*chat.Event):
-			return true
-		default:
-			return false
+	f.deliver = func(v any, after streamID) bool {
+		for _, ev := range v.([]*chat.Event) {
+			if uint64(ev.Seq) <= after.ms {
+				continue // it had this one
+			}
+			select {
+			case ch <- ev:
+			default:
+				return false
+			}
 		}
+		return true
 	}
 	f.close = func() { close(ch) }
-	decode := func(_ string, data []byte) (any, bool) {
-		var ev chat.Event
-		if err := json.Unmarshal(data, &ev); err != nil {
-			e.log.Warn("decode turn event", slog.String("turn", turnID), slog.Any("err", err))
+	decode := func(m redis.XMessage) (any, bool) {
+		evs, err := decodeTurnEntry(m)
+		if err != nil {
+			e.log.Warn("decode turn events", slog.String("turn", turnID), slog.String("entry", m.ID), slog.Any("err", err))
 			return nil, false
 		}
-		return &ev, true
+		return evs, true
 	}
 	if err := e.add(ctx, turnKey(turnID), strconv.FormatInt(after, 10)+"-1", decode, f); err != nil {
 		return nil, err
 	}
 	return ch, nil
+}
+
+// decodeTurnEntry returns the events of an entry of a turn's stream, in
+// order.
+func decodeTurnEntry(m redis.XMessage) ([]*chat.Event, error) {
+	if data, ok := m.Values["b"].(string); ok {
+		var evs []*chat.Event
+		if err := json.Unmarshal([]byte(data), &evs); err != nil {
+			return nil, err
+		}
+		return evs, nil
+	}
+	data, _ := m.Values["e"].(string)
+	var ev chat.Event
+	if err := json.Unmarshal([]byte(data), &ev); err != nil {
+		return nil, err
+	}
+	return []*chat.Event{&ev}, nil
 }
 
 // FollowFeed returns a repository's feed events after the position after
@@ -289,7 +337,7 @@ func (e *Events) FollowFeed(ctx context.Context, repo, after string) (<-chan cha
 	}
 	ch := make(chan chat.FeedEvent, e.cfg.Buffer)
 	f := &follower{close: func() { close(ch) }}
-	f.deliver = func(v any) bool {
+	f.deliver = func(v any, _ streamID) bool {
 		select {
 		case ch <- v.(chat.FeedEvent):
 			return true
@@ -297,12 +345,13 @@ func (e *Events) FollowFeed(ctx context.Context, repo, after string) (<-chan cha
 			return false
 		}
 	}
-	decode := func(id string, data []byte) (any, bool) {
+	decode := func(m redis.XMessage) (any, bool) {
+		data, _ := m.Values["e"].(string)
 		var fe chat.FeedEvent
-		if err := json.Unmarshal(data, &fe); err != nil {
+		if err := json.Unmarshal([]byte(data), &fe); err != nil {
 			return nil, false
 		}
-		fe.ID = id
+		fe.ID = m.ID
 		return fe, true
 	}
 	if err := e.add(ctx, key, after, decode, f); err != nil {
@@ -318,7 +367,7 @@ func validStreamID(id string) bool {
 
 // add registers a follower of key that gets the entries after from (an
 // entry id), and removes it when ctx ends.
-func (e *Events) add(ctx context.Context, key, from string, decode func(string, []byte) (any, bool), f *follower) error {
+func (e *Events) add(ctx context.Context, key, from string, decode func(redis.XMessage) (any, bool), f *follower) error {
 	pos, ok := parseStreamID(from)
 	if !ok {
 		return fmt.Errorf("follow %s: %q is not a stream position", key, from)
@@ -462,13 +511,12 @@ func (e *Events) dispatch(st redis.XStream, gen uint64) {
 			}
 			if !decoded {
 				// Once for every follower.
-				data, _ := m.Values["e"].(string)
-				if v, ok = w.decode(m.ID, []byte(data)); !ok {
+				if v, ok = w.decode(m); !ok {
 					break
 				}
 				decoded = true
 			}
-			if !f.deliver(v) {
+			if !f.deliver(v, f.after) {
 				delete(w.followers, f)
 				f.close()
 				continue

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -398,8 +399,10 @@ func (c *expireCounter) count(cmd redis.Cmder) {
 	}
 }
 
-// TestPublishSendsTheEventsEncoding: an event that carries its encoding is
-// published as those bytes, not encoded again.
+// TestPublishSendsTheEventsEncoding: the events of one Publish are one
+// entry of the turn's stream, the array of their own encodings (not
+// encoded again), whose id is the last one's seq; one event alone is an
+// entry of its own.
 func TestPublishSendsTheEventsEncoding(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -409,22 +412,64 @@ func TestPublishSendsTheEventsEncoding(t *testing.T) {
 	encoded := `{"seq":1,"type":"text_delta","text":"encoded once","at":"2026-01-02T03:04:05Z"}`
 	events := []chat.Event{
 		{Seq: 1, Type: chat.EventTextDelta, Text: "fields", Encoded: []byte(encoded)},
-		{Seq: 2, Type: chat.EventDone}, // no encoding: made here
+		{Seq: 2, Type: chat.EventState, State: chat.StateRunning}, // no encoding: made here
 	}
 	if err := ev.Publish(ctx, "turn-enc", events, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.Publish(ctx, "turn-enc", []chat.Event{{Seq: 3, Type: chat.EventDone}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	msgs, err := e.rdb.XRange(ctx, turnKey("turn-enc"), "-", "+").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(msgs) != 2 {
-		t.Fatalf("%d entries, want 2", len(msgs))
+	if len(msgs) != 2 || msgs[0].ID != "2-1" || msgs[1].ID != "3-1" {
+		t.Fatalf("entries %v, want 2-1 (events 1 and 2) and 3-1", msgs)
 	}
-	if got := msgs[0].Values["e"]; got != encoded {
-		t.Errorf("entry 1 = %v, want the event's own encoding %s", got, encoded)
+	batch, _ := msgs[0].Values["b"].(string)
+	if !strings.HasPrefix(batch, "["+encoded+",") {
+		t.Errorf("entry 2-1 = %q, want the array of the events starting with the first's own encoding %s", batch, encoded)
 	}
-	if got, _ := msgs[1].Values["e"].(string); got == "" || got == encoded {
-		t.Errorf("entry 2 = %q, want the done event encoded", got)
+	evs, err := decodeTurnEntry(msgs[0])
+	if err != nil || len(evs) != 2 || evs[0].Text != "encoded once" || evs[1].State != chat.StateRunning {
+		t.Errorf("entry 2-1 decodes to %+v, %v", evs, err)
+	}
+	if got, _ := msgs[1].Values["e"].(string); !strings.Contains(got, `"type":"done"`) {
+		t.Errorf("entry 3-1 = %q, want the done event", got)
+	}
+}
+
+// TestFollowInsideABatch: a follower that joins after an event in the
+// middle of an entry gets only the events after it, also when the events
+// it has are published again with more.
+func TestFollowInsideABatch(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ev := NewEvents(e.rdb, EventsConfig{})
+	t.Cleanup(ev.Stop)
+	ctx := t.Context()
+	if err := ev.Publish(ctx, "turn-b", []chat.Event{{Seq: 1, Type: chat.EventState}, {Seq: 2, Type: chat.EventNote}, {Seq: 3, Type: chat.EventNote}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := ev.Follow(ctx, "turn-b", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A retried publish repeats 3 with 4 and 5.
+	if err := ev.Publish(ctx, "turn-b", []chat.Event{{Seq: 3, Type: chat.EventNote}, {Seq: 4, Type: chat.EventNote}, {Seq: 5, Type: chat.EventDone}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	for len(got) < 3 {
+		select {
+		case e := <-ch:
+			got = append(got, e.Seq)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("got %v, then nothing", got)
+		}
+	}
+	if diff := cmp.Diff([]int64{3, 4, 5}, got); diff != "" {
+		t.Errorf("seqs (-want +got):\n%s", diff)
 	}
 }
