@@ -117,6 +117,10 @@ type Config struct {
 	// on; else the embedded ones.
 	DatabaseURL string
 	RedisURL    string
+	// PgBouncerURL, if set, is a PgBouncer in transaction pooling mode in
+	// front of DatabaseURL's Postgres that the daemons connect through
+	// (pgbouncer.go).
+	PgBouncerURL string
 	// CPUProfile, if set, is the file of the bench's own CPU profile
 	// (samples labelled part=bench or part=floor); the daemons write
 	// profiles of their own beside it, CPUProfile.<n>-<name> (the n-th
@@ -127,6 +131,9 @@ type Config struct {
 	Phases []string
 	// Subscribers are the subscriber counts of the events phase.
 	Subscribers []int
+	// ReconcilerQueued is how many queued turns the reconciler is measured
+	// over (throughput, on Redis); 0 skips that measure.
+	ReconcilerQueued int
 
 	// Command starts a daemon under test: a prchat program built with
 	// -tags prchatbench and its leading arguments, to which the role
@@ -154,9 +161,11 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.RunningTurns, "running-turns", 200, "slow turns the running phase runs at once on one worker (its PRCHAT_CONCURRENCY)")
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "Postgres URL to bench on (a schema of its own is made and dropped); empty: embedded SQLite")
 	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis URL of an empty database to bench on (flushed when done); empty: in-process Redis")
+	fs.StringVar(&c.PgBouncerURL, "pgbouncer-url", "", "a PgBouncer (transaction pooling, roles looked up with auth_query) in front of --database-url's Postgres: the daemons connect through it as a role the bench makes")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write the bench's CPU profile here (samples labelled part=bench or part=floor); the daemons write theirs to FILE.<n>-<name>")
 	fs.Var(phaseList{&c.Phases}, "only", "phases to run, of "+strings.Join(allPhases(), ","))
 	fs.Var(countList{&c.Subscribers}, "subscribers", "subscriber counts of the events phase")
+	fs.IntVar(&c.ReconcilerQueued, "reconciler-queued", 10_000, "queued turns the reconciler is measured over with 1, 2, 4 and 8 workers (throughput, with --redis-url); 0 skips it")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), Usage)
 		fs.PrintDefaults()
@@ -178,6 +187,12 @@ func (c Config) Check() error {
 		return errors.New("--running-turns must be between 1 and 1000")
 	case len(c.Phases) == 0:
 		return errors.New("--only names no phase")
+	case c.PgBouncerURL != "" && c.DatabaseURL == "":
+		return errors.New("--pgbouncer-url needs --database-url (the Postgres behind it)")
+	case checkPgBouncerURL(c.PgBouncerURL) != nil:
+		return checkPgBouncerURL(c.PgBouncerURL)
+	case c.ReconcilerQueued < 0 || c.ReconcilerQueued > 100_000:
+		return errors.New("--reconciler-queued must be between 0 and 100000")
 	case c.has(phaseEvents) && len(c.Subscribers) == 0:
 		return errors.New("--subscribers names no count")
 	}
@@ -256,16 +271,20 @@ type bencher struct {
 	databaseURL string
 	floorURL    string
 	schemas     []string
-	rdb         redis.UniversalClient // the given Redis; nil embedded
-	flushRedis  bool
-	hosts       *worker.Hosts
-	db          *store.Store // the daemons' database, to count turns
-	pg          *sql.DB      // the same on Postgres, for the server's statistics
-	http        *http.Client
-	askPath     string
-	daemons     []*benchDaemon
-	rep         report
-	perf        perfState // what the throughput phase found so far
+	// daemonURL is the daemons' URL through PgBouncer (--pgbouncer-url),
+	// as the role of roles the bench made for it; "" without.
+	daemonURL  string
+	roles      []string
+	rdb        redis.UniversalClient // the given Redis; nil embedded
+	flushRedis bool
+	hosts      *worker.Hosts
+	db         *store.Store // the daemons' database, to count turns
+	pg         *sql.DB      // the same on Postgres, for the server's statistics
+	http       *http.Client
+	askPath    string
+	daemons    []*benchDaemon
+	rep        report
+	perf       perfState // what the throughput phase found so far
 	// ownQueries counts the statements the bench itself runs on the
 	// daemons' database, which the Postgres counts per turn leave out.
 	ownQueries atomic.Int64
@@ -384,6 +403,11 @@ func (b *bencher) makeSchemas(ctx context.Context) error {
 		}
 		b.schemas = append(b.schemas, s)
 	}
+	if b.cfg.PgBouncerURL != "" {
+		if err := b.makeBouncerRole(ctx, admin, base); err != nil {
+			return err
+		}
+	}
 	if b.databaseURL, err = withSearchPath(b.cfg.DatabaseURL, base); err != nil {
 		return err
 	}
@@ -424,6 +448,7 @@ func (b *bencher) cleanup() {
 					fmt.Fprintf(b.stderr, "prchat-bench: drop schema %s: %v\n", s, err)
 				}
 			}
+			b.dropBouncerRoles(ctx, admin)
 			_ = admin.Close()
 		} else {
 			fmt.Fprintf(b.stderr, "prchat-bench: drop schemas %v: %v\n", b.schemas, err)
@@ -474,6 +499,9 @@ func (b *bencher) header() {
 	db, rd := "embedded SQLite", "in-process Redis"
 	if b.cfg.DatabaseURL != "" {
 		db = "Postgres " + redactedHost(b.cfg.DatabaseURL)
+	}
+	if b.cfg.PgBouncerURL != "" {
+		db += " (the daemons through PgBouncer " + redactedHost(b.cfg.PgBouncerURL) + ", transaction pooling)"
 	}
 	if b.cfg.RedisURL != "" {
 		rd = "Redis " + redactedHost(b.cfg.RedisURL)

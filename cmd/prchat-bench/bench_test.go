@@ -56,6 +56,10 @@ func TestFlags(t *testing.T) {
 		{[]string{"--concurrency", "1001"}, "--concurrency must be between"},
 		{[]string{"--running-turns", "0"}, "--running-turns must be between"},
 		{[]string{"--running-turns", "1001"}, "--running-turns must be between"},
+		{[]string{"--reconciler-queued", "-1"}, "--reconciler-queued must be between"},
+		{[]string{"--pgbouncer-url", "postgres://127.0.0.1:6432/db"}, "--pgbouncer-url needs --database-url"},
+		{[]string{"--database-url", "postgres://127.0.0.1/db", "--pgbouncer-url", "127.0.0.1:6432"}, "is not a postgres:// URL"},
+		{[]string{"--database-url", "postgres://127.0.0.1/db", "--pgbouncer-url", "postgres://127.0.0.1:6432/db?search_path=x"}, "must not set search_path"},
 	} {
 		if _, err := parse(bad.args...); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%q: %v, want an error with %q", bad.args, err, bad.want)

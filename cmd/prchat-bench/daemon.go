@@ -54,7 +54,7 @@ func (b *bencher) daemonEnv(name, listen string) map[string]string {
 		"PRCHAT_LOG_FORMAT":   "text",
 		"PRCHAT_WORKER_ID":    "bench-" + name,
 		"PRCHAT_CONCURRENCY":  strconv.Itoa(b.cfg.Concurrency),
-		"PRCHAT_DATABASE_URL": b.databaseURL,
+		"PRCHAT_DATABASE_URL": b.daemonDatabaseURL(),
 		"PRCHAT_REDIS_URL":    b.cfg.RedisURL,
 	}
 	return env

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -24,9 +25,9 @@ func workersLabel(n int) string {
 }
 
 // splitThroughput measures the throughput of the api with 1, 2 and 4
-// workers (w1 and workers it starts), then the workers alone: each count of
-// them draining a backlog asked while no worker ran, with no asks
-// meanwhile. It returns the worker that runs when it is done, for the
+// workers (w1 and workers it starts), then the workers alone: 1, 2, 4 and
+// 8 of them draining a backlog asked while no worker ran, with no asks
+// meanwhile, then the reconciler over many queued turns. It returns the worker that runs when it is done, for the
 // phases after it, in place of w1.
 func (b *bencher) splitThroughput(ctx context.Context, api, w1 *benchDaemon) (*benchDaemon, error) {
 	workers := []*benchDaemon{w1}
@@ -56,12 +57,20 @@ func (b *bencher) splitThroughput(ctx context.Context, api, w1 *benchDaemon) (*b
 			return nil, err
 		}
 	}
-	for _, n := range workerCounts {
+	for _, n := range drainCounts {
 		stopAll()
 		if err := b.drainAlone(ctx, api, n, startUpTo, &workers); err != nil {
 			stopAll()
 			return nil, err
 		}
+	}
+	b.addDrainFlatness()
+	if err := b.reconcilerScale(ctx, api, startUpTo, stopAll); err != nil {
+		stopAll()
+		return nil, err
+	}
+	if err := startUpTo(1); err != nil {
+		return nil, err
 	}
 	for _, w := range workers[1:] {
 		b.stopDaemon(w)
@@ -82,8 +91,10 @@ func (b *bencher) drainAlone(ctx context.Context, api *benchDaemon, n int, start
 	warm, dur := warmup(b.cfg.Duration), b.cfg.Duration
 	// Enough for the window at the rate the api and n workers reached, with
 	// a margin for the workers' start.
-	backlog := int64(1.5 * b.perf.turnsPerSecond[workersLabel(n)] * (warm + dur + 2*time.Second).Seconds())
-	backlog = min(max(backlog, 500), 100_000)
+	// (8 workers: at the rate of the most the api had.)
+	drainRate := cmp.Or(b.perf.turnsPerSecond[workersLabel(n)], b.perf.turnsPerSecond[workersLabel(workerCounts[len(workerCounts)-1])])
+	backlog := int64(2.5 * drainRate * (warm + dur + 2*time.Second).Seconds())
+	backlog = min(max(backlog, 1500), 100_000)
 	if err := b.askBacklog(ctx, api, backlog); err != nil {
 		return fmt.Errorf("%s: ask the backlog: %w", label, err)
 	}
@@ -143,6 +154,7 @@ func (b *bencher) drainAlone(ctx context.Context, api *benchDaemon, n int, start
 	b.perf.turnsPerSecond[label] = tps
 	b.addDaemonCPU("throughput P3", "  CPU per turn (run), ", ws, cpuFrom, cpuUntil, turns)
 	b.addUsage("throughput P3", "turn", useFrom, useUntil, turns, daemonCPU(cpuFrom, cpuUntil))
+	b.noteDrainOps(n, useFrom, useUntil, turns)
 	if ranOut {
 		b.rep.note(fmt.Sprintf("throughput (%s): the backlog ran out %s into the %s window; the rate is over what was left", label, tUntil.Sub(tFrom).Round(time.Millisecond), dur))
 	}

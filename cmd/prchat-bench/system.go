@@ -49,6 +49,9 @@ type perfState struct {
 	// by label, and queueFloor asynq's own (0 until measured).
 	turnsPerSecond map[string]float64
 	queueFloor     float64
+	// drainOps are the operations per turn of each count of workers
+	// draining alone.
+	drainOps map[int]drainOps
 }
 
 // sample reads the usage now.

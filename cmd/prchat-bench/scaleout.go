@@ -1,0 +1,316 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prchat/prchat/cmd/prchat-bench/benchagent"
+	"github.com/prchat/prchat/worker"
+)
+
+// drainCounts are the numbers of worker processes that drain a backlog
+// alone (no api asking meanwhile), and that the reconciler is measured
+// with.
+var drainCounts = []int{1, 2, 4, 8}
+
+// flatWithin is how far the operations per turn of n workers alone may
+// stray from one worker's: more processes must not cost more per turn.
+const flatWithin = 0.10
+
+// drainOps is what a drain by n workers alone cost per turn settled, in
+// operations, which do not depend on the machine's load (where turns/s
+// does).
+type drainOps struct {
+	redis float64 // Redis commands (a script's own calls counted)
+	xacts float64 // Postgres transactions, not the bench's own; -1 unknown
+	stmts float64 // Postgres statements (pg_stat_statements), the same; -1 unknown
+}
+
+// noteDrainOps keeps the operations per turn of the drain by n workers
+// alone between two samples.
+func (b *bencher) noteDrainOps(n int, from, until usage, turns int64) {
+	if turns <= 0 || from.redisCalls == nil || until.redisCalls == nil {
+		return
+	}
+	ops := drainOps{redis: float64(callsBetween(from.redisCalls, until.redisCalls)) / float64(turns), xacts: -1, stmts: -1}
+	own := until.own - from.own
+	if from.pgXacts >= 0 && until.pgXacts >= 0 {
+		ops.xacts = float64(max(until.pgXacts-from.pgXacts-own, 0)) / float64(turns)
+	}
+	if from.pgStmts >= 0 && until.pgStmts >= 0 {
+		ops.stmts = float64(max(until.pgStmts-from.pgStmts-own, 0)) / float64(turns)
+	}
+	if b.perf.drainOps == nil {
+		b.perf.drainOps = map[int]drainOps{}
+	}
+	b.perf.drainOps[n] = ops
+}
+
+// callsBetween is the Redis calls between two counts, all commands.
+func callsBetween(from, until map[string]int64) int64 {
+	var sum int64
+	for name, n := range until {
+		if d := n - from[name]; d > 0 {
+			sum += d
+		}
+	}
+	return sum
+}
+
+// addDrainFlatness adds the rows that compare the operations per turn of
+// 1, 2, 4 and 8 workers alone (the goal: within flatWithin of one
+// worker's).
+func (b *bencher) addDrainFlatness() {
+	ops := b.perf.drainOps
+	one, ok := ops[1]
+	if !ok {
+		return
+	}
+	for _, kind := range []struct {
+		name string
+		get  func(drainOps) float64
+	}{
+		{"Redis commands", func(o drainOps) float64 { return o.redis }},
+		{"Postgres statements", func(o drainOps) float64 { return o.stmts }},
+		{"Postgres transactions", func(o drainOps) float64 { return o.xacts }},
+	} {
+		value, worst, ok := flatness(drainCounts, ops, kind.get(one), kind.get)
+		if !ok {
+			continue
+		}
+		b.rep.add("throughput P3", fmt.Sprintf("%s per turn, %s workers alone (largest change from 1)", kind.name, countsLabel(drainCounts)),
+			value+fmt.Sprintf(" (%+.0f%%)", 100*worst), fmt.Sprintf("within %.0f%%", 100*flatWithin), verdict(worst <= flatWithin && worst >= -flatWithin))
+	}
+	b.rep.note(fmt.Sprintf("throughput (workers alone): operations per turn do not depend on the machine's load; turns/s do (load average %s at the end). Postgres counts its statements as they end, but a backend reports its transactions up to a second late, so the transactions of a short window are the less exact figure", loadAverage()))
+}
+
+// flatness formats the figure of each count of workers, and returns the
+// change from one worker's (base) that is largest in size; ok is false
+// if a count's figure is missing.
+func flatness(counts []int, ops map[int]drainOps, base float64, get func(drainOps) float64) (value string, worst float64, ok bool) {
+	if base <= 0 {
+		return "", 0, false
+	}
+	parts := make([]string, 0, len(counts))
+	for _, n := range counts {
+		o, found := ops[n]
+		if !found || get(o) < 0 {
+			return "", 0, false
+		}
+		v := get(o)
+		parts = append(parts, fmt.Sprintf("%.2f", v))
+		if d := v/base - 1; d*d > worst*worst {
+			worst = d
+		}
+	}
+	return strings.Join(parts, " / "), worst, true
+}
+
+// countsLabel is "1 / 2 / 4 / 8".
+func countsLabel(counts []int) string {
+	s := make([]string, len(counts))
+	for i, n := range counts {
+		s[i] = fmt.Sprint(n)
+	}
+	return strings.Join(s, " / ")
+}
+
+// The reconciler's measure: turns queued on the host queue of a worker that
+// is alive (the bench beats for it) but that never runs, so that they stay
+// queued while the workers under test pass over them.
+const (
+	parkedHost = "bench-parked"
+	// reconcilerPasses is how many passes of the reconciler (every 5s) the
+	// window holds.
+	reconcilerPasses = 2
+	reconcilerEvery  = 5 * time.Second
+)
+
+// reconcilerScale measures what the deployment's reconciler costs per
+// pending turn and pass, with cfg.ReconcilerQueued turns queued, for each
+// count of drainCounts workers (started with start; stopAll stops them):
+// the Redis commands and the Postgres statements of every process over a
+// window of reconcilerPasses passes with the turns queued, less those of
+// the same workers over the same window with nothing queued (their
+// heartbeats, idle polls and lease tries), over queued turns × passes.
+// The turns are asked on a review whose session lives on parkedHost, a
+// worker the bench keeps alive with a heartbeat of its own and that runs
+// nothing, so they stay queued on its host queue; they are cancelled
+// before the idle windows.
+func (b *bencher) reconcilerScale(ctx context.Context, api *benchDaemon, start func(int) error, stopAll func()) error {
+	queued := int64(b.cfg.ReconcilerQueued)
+	if queued <= 0 {
+		return nil
+	}
+	stopAll()
+	hb, err := worker.NewHeartbeat(b.rdb, worker.HeartbeatConfig{Identity: worker.NewIdentity(parkedHost)})
+	if err != nil {
+		return err
+	}
+	if err := hb.Start(ctx); err != nil {
+		return err
+	}
+	defer hb.Stop()
+	if err := b.postJSON(ctx, api.url+"/api/v1/repos/bench/repo/pulls/2/reviews", map[string]string{
+		"head_sha": b.head, "backend": benchagent.Backend, "session_id": "bench-parked", "session_host": parkedHost,
+		"run_dir": b.repoDir, "markdown": "A review whose session is on a worker that runs nothing.",
+	}, http.StatusCreated); err != nil {
+		return fmt.Errorf("reconciler: record the parked review: %w", err)
+	}
+	convs, err := b.askParked(ctx, api, queued)
+	cancelled := false
+	defer func() {
+		if cancelled {
+			return
+		}
+		if err := b.cancelAll(context.WithoutCancel(ctx), api, convs); err != nil {
+			b.rep.note("reconciler: cancel the parked turns: " + err.Error())
+		}
+	}()
+	if err != nil {
+		return fmt.Errorf("reconciler: ask %d turns: %w", queued, err)
+	}
+	pending, err := b.pending(ctx)
+	if err != nil {
+		return err
+	}
+	busy := map[int]passOps{}
+	for _, n := range drainCounts {
+		if busy[n], err = b.reconcilerWindow(ctx, n, start, stopAll); err != nil {
+			return err
+		}
+	}
+	cancelled = true
+	if err := b.cancelAll(ctx, api, convs); err != nil {
+		return fmt.Errorf("reconciler: cancel the parked turns: %w", err)
+	}
+	for _, n := range drainCounts {
+		idle, err := b.reconcilerWindow(ctx, n, start, stopAll)
+		if err != nil {
+			return err
+		}
+		per := float64(pending) * reconcilerPasses
+		redis, pg := "n/a", "n/a"
+		if q := busy[n]; q.redis >= 0 && idle.redis >= 0 {
+			redis = fmt.Sprintf("%.4f (%d commands a pass queued, %d idle)", float64(q.redis-idle.redis)/per, q.redis/reconcilerPasses, idle.redis/reconcilerPasses)
+		}
+		if q := busy[n]; q.pg >= 0 && idle.pg >= 0 {
+			pg = fmt.Sprintf("%.5f", float64(q.pg-idle.pg)/per)
+		}
+		label := fmt.Sprintf("%d workers", n)
+		if n == 1 {
+			label = "1 worker"
+		}
+		b.rep.add("throughput P3", fmt.Sprintf("reconciler, %s, %d turns queued: Redis commands / Postgres statements per pending turn and pass", label, pending),
+			redis+" / "+pg, "", "")
+	}
+	b.rep.note(fmt.Sprintf("reconciler: the commands and statements of the workers over %d passes (%s) with the turns queued, less the same workers' over as long with none (heartbeats, idle polls, lease tries); the turns wait on the host queue of a worker the bench keeps alive and that runs nothing; load average %s",
+		reconcilerPasses, reconcilerPasses*reconcilerEvery, loadAverage()))
+	return nil
+}
+
+// passOps are the Redis commands and Postgres statements (not the
+// bench's) of a window of reconcilerPasses passes; -1 unknown.
+type passOps struct{ redis, pg int64 }
+
+// reconcilerWindow starts n workers, lets the first of them take the
+// lease and pass once, and counts what a window of reconcilerPasses passes
+// costs; the workers are stopped after.
+func (b *bencher) reconcilerWindow(ctx context.Context, n int, start func(int) error, stopAll func()) (passOps, error) {
+	stopAll()
+	defer stopAll()
+	if err := start(n); err != nil {
+		return passOps{}, err
+	}
+	if err := sleep(ctx, reconcilerEvery+time.Second); err != nil {
+		return passOps{}, err
+	}
+	from := b.sample(ctx)
+	if err := sleep(ctx, reconcilerPasses*reconcilerEvery); err != nil {
+		return passOps{}, err
+	}
+	until := b.sample(ctx)
+	ops := passOps{redis: -1, pg: -1}
+	if from.redisCalls != nil && until.redisCalls != nil {
+		ops.redis = callsBetween(from.redisCalls, until.redisCalls)
+	}
+	if b.perf.pgStatements != "" && from.pgStmts >= 0 && until.pgStmts >= 0 {
+		ops.pg = max(until.pgStmts-from.pgStmts-(until.own-from.own), 0)
+	}
+	return ops, nil
+}
+
+// askParked asks count questions on the parked review with the bench's
+// clients and returns their conversations.
+func (b *bencher) askParked(ctx context.Context, api *benchDaemon, count int64) ([]string, error) {
+	path := b.askPath
+	b.askPath = "/api/v1/repos/bench/repo/pulls/2/reviews/1/conversations"
+	defer func() { b.askPath = path }()
+	body := askBody(benchQuestion)
+	var left atomic.Int64
+	left.Store(count)
+	var mu sync.Mutex
+	var convs []string
+	var first error
+	var wg sync.WaitGroup
+	for range b.cfg.Clients {
+		wg.Go(func() {
+			for left.Add(-1) >= 0 && ctx.Err() == nil {
+				id, err := b.ask(ctx, api.url, body, true)
+				mu.Lock()
+				if err != nil {
+					first = cmpErr(first, err)
+					mu.Unlock()
+					return
+				}
+				convs = append(convs, id)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		return convs, first
+	}
+	return convs, ctx.Err()
+}
+
+// cancelAll cancels the first turn of each conversation.
+func (b *bencher) cancelAll(ctx context.Context, api *benchDaemon, convs []string) error {
+	var next atomic.Int64
+	var mu sync.Mutex
+	var first error
+	var wg sync.WaitGroup
+	for range b.cfg.Clients {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(len(convs)); i = next.Add(1) - 1 {
+				err := b.postJSON(ctx, api.url+"/api/v1/conversations/"+convs[i]+"/turns/1/cancel", map[string]string{}, http.StatusAccepted, http.StatusConflict)
+				if err != nil {
+					mu.Lock()
+					first = cmpErr(first, err)
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		return first
+	}
+	_, _, err := b.drain(ctx, b.drainLimit())
+	return err
+}
+
+// cmpErr returns the first of two errors that is set.
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
