@@ -114,6 +114,9 @@ func TestUploadReviewSession(t *testing.T) {
 		t.Errorf("the review changed:\n%s\n%s", before, after)
 	}
 	// No route returns the file.
+	if r := f.c.send(t, "GET", fmt.Sprintf("/api/v1/repos/%s/pulls/7/reviews/%d/session", repoName, v), nil); r.status == http.StatusOK || bytes.Contains(r.body, []byte("FINDING")) {
+		t.Errorf("GET of the upload route: %d %s", r.status, r.body)
+	}
 	for _, path := range []string{
 		fmt.Sprintf("/api/v1/repos/%s/pulls/7/reviews/%d", repoName, v),
 		fmt.Sprintf("/api/v1/repos/%s/pulls/7/reviews", repoName),
@@ -121,6 +124,39 @@ func TestUploadReviewSession(t *testing.T) {
 		if body := f.do("GET", path, nil, http.StatusOK, nil); bytes.Contains(body, []byte("FINDING")) {
 			t.Errorf("GET %s returns the session file: %s", path, body)
 		}
+	}
+}
+
+// TestUploadCodexReviewSession: a Codex review's upload is checked as a
+// rollout: a Claude Code file, a truncated rollout, another thread's and a
+// fork's are refused, nothing stored, the review unchanged.
+func TestUploadCodexReviewSession(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	v := f.review(chat.BackendCodex, map[string]any{"session_id": reviewSession, "session_cwd": "/laptop/widget"})
+	path := fmt.Sprintf("/api/v1/repos/%s/pulls/7/reviews/%d", repoName, v)
+	before := f.do("GET", path, nil, http.StatusOK, nil)
+	rollout := func(id, extra string) string {
+		return `{"timestamp":"2026-01-02T03:04:05Z","type":"session_meta","payload":{"id":"` + id + `","cwd":"/laptop/widget"` + extra + `}}` + "\n" +
+			`{"timestamp":"2026-01-02T03:04:06Z","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"FINDING"}]}}` + "\n"
+	}
+	good := rollout(reviewSession, "")
+	for _, tc := range []struct{ name, body, says string }{
+		{"a Claude Code file", claudeSessionFile(reviewSession, "FINDING"), "not a Codex session"},
+		{"truncated", good[:40], "truncated or damaged"},
+		{"another thread's", rollout(otherSession, ""), "holds session"},
+		{"a fork", rollout(reviewSession, `,"forked_from_id":"`+otherSession+`"`), "is a fork of session"},
+	} {
+		wantError(t, f.putSession(v, tc.body, "application/x-ndjson"), 400, "invalid", tc.says)
+		if f.storedSession(v) != "" {
+			t.Fatalf("%s: a session file was stored", tc.name)
+		}
+	}
+	if after := f.do("GET", path, nil, http.StatusOK, nil); !bytes.Equal(before, after) {
+		t.Errorf("the review changed:\n%s\n%s", before, after)
+	}
+	if r := f.putSession(v, good, "application/x-ndjson"); r.status != http.StatusNoContent || f.storedSession(v) == "" {
+		t.Fatalf("upload of the rollout: %d %s", r.status, r.body)
 	}
 }
 

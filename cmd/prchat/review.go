@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/prchat/prchat/agentsession/claude"
+	"github.com/prchat/prchat/agentsession/codex"
 	"github.com/prchat/prchat/chat"
 	"github.com/prchat/prchat/cmd/prchat/client"
 	"github.com/prchat/prchat/cmd/prchat/internal/cliflag"
@@ -98,6 +100,11 @@ func runReview(ctx context.Context, args []string, getenv func(string) string, s
 		if data, err = os.ReadFile(upload); err != nil {
 			return fmt.Errorf("read the session file: %w", err)
 		}
+		// Checked as the server will check it, before anything is
+		// recorded: a bad file records no review.
+		if err := checkSessionFile(*backend, *session, data); err != nil {
+			return fmt.Errorf("the session file %s: %w; nothing was recorded", upload, err)
+		}
 	}
 	if *runDir != "" {
 		abs, err := filepath.Abs(*runDir)
@@ -135,10 +142,30 @@ func runReview(ctx context.Context, args []string, getenv func(string) string, s
 	}
 	path := fmt.Sprintf("/api/v1/repos/%s/pulls/%d/reviews/%d/session", *repo, *pr, r.Version)
 	if err := c.Put(ctx, path, "application/x-ndjson", bytes.NewReader(data)); err != nil {
-		return fmt.Errorf("upload the session file of review version %d: %w", r.Version, err)
+		return fmt.Errorf("review version %d was recorded, but its session file was not stored, so questions start without the review's context (upload it again with PUT %s before the first question): %w", r.Version, path, err)
 	}
 	fmt.Fprintf(stdout, "uploaded its %s session %s (%d bytes)\n", *backend, *session, len(data))
 	return nil
+}
+
+// checkSessionFile checks that data is a session file of backend that
+// holds session id and is not a fork, as the server does with an upload.
+// A backend whose sessions are no files takes none.
+func checkSessionFile(backend, id string, data []byte) error {
+	var info chat.SessionFileInfo
+	var err error
+	switch backend {
+	case chat.BackendClaudeCode:
+		info, err = claude.CheckSessionFile(data, id)
+	case chat.BackendCodex:
+		info, err = codex.CheckSessionFile(data, id)
+	default:
+		return fmt.Errorf("backend %q keeps no session file (only %s and %s do)", backend, chat.BackendClaudeCode, chat.BackendCodex)
+	}
+	if err == nil && info.Parent != "" {
+		err = fmt.Errorf("the session is a fork of session %s, whose file it needs too; upload a session that is not a fork", info.Parent)
+	}
+	return err
 }
 
 // findSessionFile returns the file of session id in the state directory

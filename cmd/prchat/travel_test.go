@@ -299,3 +299,68 @@ func TestCodexSessionTravels(t *testing.T) {
 		}
 	}
 }
+
+// TestReviewRecordRefusesBadSessionFiles: `prchat review record` checks a
+// session file as the server would before it records anything: a garbage,
+// truncated or other backend's file, or one holding another session,
+// records no review. A file over the server's limit is refused after the
+// review was recorded: the command fails and says so, nothing is stored.
+func TestReviewRecordRefusesBadSessionFiles(t *testing.T) {
+	t.Parallel()
+	e := setup(t, mode{name: "embedded"}, func(c *Config) { c.MaxSessionBytes = 2048 })
+	const id, other = "5b0c53c4-3f52-4f5e-9a55-0d8d3c1f6f11", "0d6a1f3e-2b49-4c6f-8c0a-0e7e3b7a9c22"
+	claudeFile := func(id string) string {
+		return `{"type":"user","sessionId":"` + id + `","cwd":"/laptop/widget","message":{"role":"user","content":"Review PR 7"}}` + "\n" +
+			`{"type":"assistant","sessionId":"` + id + `","cwd":"/laptop/widget","message":{"role":"assistant","content":"FINDING"}}` + "\n"
+	}
+	dir := t.TempDir()
+	md := filepath.Join(dir, "review.md")
+	if err := os.WriteFile(md, []byte("Load refuses empty paths."), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	record := func(backend, data string) (int, string) {
+		file := filepath.Join(dir, "session.jsonl")
+		if err := os.WriteFile(file, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var out, errOut bytes.Buffer
+		getenv := func(k string) string {
+			if k == "PRCHAT_SERVER" {
+				return e.url
+			}
+			return ""
+		}
+		code := Main(context.Background(), []string{"review", "record", "--repo", e.repo, "--pr", "7", "--base", e.base, "--head", e.head,
+			"--backend", backend, "--session-id", id, "--session-file", file, "--run-dir", e.repoDir, "--markdown-file", md}, getenv, &out, &errOut)
+		return code, out.String() + errOut.String()
+	}
+	good := claudeFile(id)
+	for _, tc := range []struct{ name, backend, data, says string }{
+		{"garbage", chat.BackendClaudeCode, "\x00\x01garbage\n", "line 1 is not a JSON object"},
+		{"truncated", chat.BackendClaudeCode, good[:len(good)-15], "line 2 is not a JSON object"},
+		{"the other backend's file", chat.BackendCodex, good, "not a Codex session"},
+		{"another session's file", chat.BackendClaudeCode, claudeFile(other), "holds session"},
+		{"a backend without session files", chat.BackendOpenAI, good, `backend "openai" keeps no session file`},
+	} {
+		code, out := record(tc.backend, tc.data)
+		if code != 1 || !strings.Contains(out, tc.says) || !strings.Contains(out, "nothing was recorded") {
+			t.Errorf("%s: exit %d, %q; want 1, saying %q and that nothing was recorded", tc.name, code, out, tc.says)
+		}
+		if _, err := e.d.store.Review(t.Context(), e.repo, 7, 1); chat.ErrorCode(err) != chat.CodeNoReview {
+			t.Fatalf("%s: a review was recorded (%v)", tc.name, err)
+		}
+	}
+
+	big := good + strings.Repeat(`{"type":"summary","summary":"padding"}`+"\n", 100)
+	code, out := record(chat.BackendClaudeCode, big)
+	if code != 1 || !strings.Contains(out, "review version 1 was recorded, but its session file was not stored") || !strings.Contains(out, "larger than 2048 bytes") {
+		t.Errorf("over the limit: exit %d, %q; want 1, saying the review has no session", code, out)
+	}
+	rev, err := e.d.store.Review(t.Context(), e.repo, 7, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.d.store.SessionFile(t.Context(), chat.SessionOwner{ReviewID: rev.ID}); chat.ErrorCode(err) != chat.CodeNotFound {
+		t.Errorf("a session file over the limit was stored (%v)", err)
+	}
+}
