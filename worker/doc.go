@@ -12,7 +12,9 @@
 //   - Metrics and ReplyMetrics (chat's observers, on Prometheus), and
 //     NewQueueMonitor (asynqmon's dashboard, mounted by the API);
 //   - NewRedisClient, OpenRedis and StartEmbeddedRedis (the embedded Redis
-//     of prchat serve).
+//     of prchat serve);
+//   - DefaultConcurrency (capacity.go): the turns a worker host runs at
+//     once unless told, from its memory and cores.
 //
 // A worker process also runs the long-lived parts (each with Start and
 // Stop, see lifecycle.go):

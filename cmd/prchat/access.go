@@ -8,24 +8,24 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/cmd/prchat/internal/cliflag"
 )
 
 // accessSettings are the settings of tokens, rate limits and what may be
 // registered.
 func accessSettings() []setting {
 	return []setting{
-		{env: "PRCHAT_INSECURE_NO_AUTH", def: "0", help: "1: start on a non-loopback address while no API token exists (the API is open to anyone who reaches it)", set: boolean(func(c *Config) *bool { return &c.InsecureNoAuth })},
-		{env: "PRCHAT_REPOS_ROOTS", def: "", help: "colon-separated folders under which clone paths and review run directories may lie; empty: any path on a loopback API, none otherwise", set: str(func(c *Config) *string { return &c.ReposRoots })},
-		{env: "PRCHAT_ALLOW_FILE_URLS", def: "0", help: "1: allow clone URLs of any transport (file://, local paths, ext::), not only https://, ssh:// and user@host:path", set: boolean(func(c *Config) *bool { return &c.AllowFileURLs })},
+		{env: "PRCHAT_INSECURE_NO_AUTH", def: "0", help: "1: start on a non-loopback address while no API token exists (the API is open to anyone who reaches it)", set: cliflag.Bool(func(c *Config) *bool { return &c.InsecureNoAuth })},
+		{env: "PRCHAT_REPOS_ROOTS", def: "", help: "colon-separated folders under which clone paths and review run directories may lie; empty: any path on a loopback API, none otherwise", set: cliflag.String(func(c *Config) *string { return &c.ReposRoots })},
+		{env: "PRCHAT_ALLOW_FILE_URLS", def: "0", help: "1: allow clone URLs of any transport (file://, local paths, ext::), not only https://, ssh:// and user@host:path", set: cliflag.Bool(func(c *Config) *bool { return &c.AllowFileURLs })},
 		{env: "PRCHAT_PUBLIC_URL", def: "", help: "the URL a deployment is reached at (https://prchat.example.com behind a TLS proxy): its pages' origin, the Host served while no token exists, and https:// makes the dashboard's cookie Secure", set: publicURL},
-		{env: "PRCHAT_CLONE_ALLOW_PRIVATE", def: "0", help: "1: allow clone URLs whose host resolves to a loopback, link-local or private address (an internal git server)", set: boolean(func(c *Config) *bool { return &c.CloneAllowPrivate })},
-		{env: "PRCHAT_RATE_REQUESTS", def: "50/s", help: "API requests per token and API process (N/s, N/m or N/h, bursts of N; 0: no limit)", set: rateSetting(func(c *Config) *chat.Rate { return &c.RateRequests })},
-		{env: "PRCHAT_RATE_QUESTIONS_PER_REPO", def: "120/m", help: "questions per repository across the deployment, through Redis (0: no limit)", set: rateSetting(func(c *Config) *chat.Rate { return &c.RateQuestionsRepo })},
-		{env: "PRCHAT_RATE_QUESTIONS_PER_TOKEN", def: "30/m", help: "questions per token across the deployment, through Redis (0: no limit)", set: rateSetting(func(c *Config) *chat.Rate { return &c.RateQuestionsToken })},
+		{env: "PRCHAT_CLONE_ALLOW_PRIVATE", def: "0", help: "1: allow clone URLs whose host resolves to a loopback, link-local or private address (an internal git server)", set: cliflag.Bool(func(c *Config) *bool { return &c.CloneAllowPrivate })},
+		{env: "PRCHAT_RATE_REQUESTS", def: "50/s", help: "API requests per token and API process (N/s, N/m or N/h, bursts of N; 0: no limit)", set: cliflag.Field(chat.ParseRate, func(c *Config) *chat.Rate { return &c.RateRequests })},
+		{env: "PRCHAT_RATE_QUESTIONS_PER_REPO", def: "120/m", help: "questions per repository across the deployment, through Redis (0: no limit)", set: cliflag.Field(chat.ParseRate, func(c *Config) *chat.Rate { return &c.RateQuestionsRepo })},
+		{env: "PRCHAT_RATE_QUESTIONS_PER_TOKEN", def: "30/m", help: "questions per token across the deployment, through Redis (0: no limit)", set: cliflag.Field(chat.ParseRate, func(c *Config) *chat.Rate { return &c.RateQuestionsToken })},
 	}
 }
 
@@ -41,20 +41,6 @@ func publicURL(c *Config, v string) error {
 	}
 	c.PublicURL = strings.TrimSuffix(v, "/")
 	return nil
-}
-
-func boolean(p func(*Config) *bool) func(*Config, string) error {
-	return field(func(v string) (bool, error) {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return false, fmt.Errorf("not 0 or 1: %q", v)
-		}
-		return b, nil
-	}, p)
-}
-
-func rateSetting(p func(*Config) *chat.Rate) func(*Config, string) error {
-	return field(chat.ParseRate, p)
 }
 
 // roots returns PRCHAT_REPOS_ROOTS as absolute folders.

@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -101,87 +100,6 @@ func (s setting) flagName() string {
 	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(s.env, "PRCHAT_")), "_", "-")
 }
 
-// field makes a setting's set function: parse the value, then store it in
-// the field p gives.
-func field[T any](parse func(string) (T, error), p func(*Config) *T) func(*Config, string) error {
-	return func(c *Config, v string) error {
-		x, err := parse(v)
-		if err == nil {
-			*p(c) = x
-		}
-		return err
-	}
-}
-
-func str(p func(*Config) *string) func(*Config, string) error {
-	return field(func(v string) (string, error) { return v, nil }, p)
-}
-
-func integer(p func(*Config) *int) func(*Config, string) error {
-	return field(func(v string) (int, error) {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return 0, fmt.Errorf("not a whole number: %q", v)
-		}
-		return n, nil
-	}, p)
-}
-
-// parseDuration parses a duration setting.
-func parseDuration(v string) (time.Duration, error) {
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		return 0, fmt.Errorf("not a duration such as 10m: %q", v)
-	}
-	return d, nil
-}
-
-func duration(p func(*Config) *time.Duration) func(*Config, string) error {
-	return field(parseDuration, p)
-}
-
-// positiveDuration is a duration setting that must be above zero.
-func positiveDuration(p func(*Config) *time.Duration) func(*Config, string) error {
-	return field(func(v string) (time.Duration, error) {
-		d, err := parseDuration(v)
-		if err == nil && d <= 0 {
-			err = fmt.Errorf("must be above zero, not %s", d)
-		}
-		return d, err
-	}, p)
-}
-
-// durationBetween is a duration setting within [least, most] (no upper
-// bound when most is 0).
-func durationBetween(least, most time.Duration, p func(*Config) *time.Duration) func(*Config, string) error {
-	return field(func(v string) (time.Duration, error) {
-		d, err := parseDuration(v)
-		switch {
-		case err != nil:
-		case d < least:
-			err = fmt.Errorf("%s is under %s", d, least)
-		case most > 0 && d > most:
-			err = fmt.Errorf("%s is over %s", d, most)
-		}
-		return d, err
-	}, p)
-}
-
-// durationAtLeast is a duration setting with a lower bound.
-func durationAtLeast(least time.Duration, p func(*Config) *time.Duration) func(*Config, string) error {
-	return durationBetween(least, 0, p)
-}
-
-// oneOf is str for a setting that takes one of values.
-func oneOf(values []string, p func(*Config) *string) func(*Config, string) error {
-	return field(func(v string) (string, error) {
-		if !slices.Contains(values, v) {
-			return "", fmt.Errorf("%q is none of %s", v, strings.Join(values, ", "))
-		}
-		return v, nil
-	}, p)
-}
-
 func defaultDataDir() string {
 	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
 		return filepath.Join(d, "prchat")
@@ -208,15 +126,15 @@ func defaultWorkerID() string {
 // settings lists every setting in the order --help shows them.
 func settings() []setting {
 	return append([]setting{
-		{env: "PRCHAT_LISTEN", def: "127.0.0.1:8080", help: "address the HTTP API listens on", set: str(func(c *Config) *string { return &c.Listen })},
-		{env: "PRCHAT_DATA_DIR", def: defaultDataDir(), help: "directory for the embedded database, clones and run directories", set: str(func(c *Config) *string { return &c.DataDir })},
-		{env: "PRCHAT_DATABASE_URL", def: "", help: "Postgres URL (postgres://...); empty: embedded SQLite in the data directory", set: str(func(c *Config) *string { return &c.DatabaseURL })},
-		{env: "PRCHAT_REDIS_URL", def: "", help: "Redis URL (redis://host:6379/0); empty: embedded in-process Redis (serve only)", set: str(func(c *Config) *string { return &c.RedisURL })},
-		{env: "PRCHAT_WORKER_ID", def: defaultWorkerID(), help: "this worker's id; its queue is host:<id>", set: str(func(c *Config) *string { return &c.WorkerID })},
-		{env: "PRCHAT_CONCURRENCY", def: strconv.Itoa(defaultConcurrency()), help: "turns a worker runs at once; the default comes from this host's memory (its cgroup's limit if lower): 256 MiB per turn after 1 GiB for the host, at most 8 per core and 64", set: integer(func(c *Config) *int { return &c.Concurrency })},
-		{env: "PRCHAT_TURN_TIMEOUT", def: "10m", help: "time limit of one turn, repairs included", set: positiveDuration(func(c *Config) *time.Duration { return &c.TurnTimeout })},
-		{env: "PRCHAT_MAX_REPAIRS", def: "2", help: "how often an invalid answer is sent back to the agent", set: integer(func(c *Config) *int { return &c.MaxRepairs })},
-		{env: "PRCHAT_MAX_CALLS", def: "40", help: "model calls allowed per turn", set: integer(func(c *Config) *int { return &c.MaxCalls })},
+		{env: "PRCHAT_LISTEN", def: "127.0.0.1:8080", help: "address the HTTP API listens on", set: cliflag.String(func(c *Config) *string { return &c.Listen })},
+		{env: "PRCHAT_DATA_DIR", def: defaultDataDir(), help: "directory for the embedded database, clones and run directories", set: cliflag.String(func(c *Config) *string { return &c.DataDir })},
+		{env: "PRCHAT_DATABASE_URL", def: "", help: "Postgres URL (postgres://...); empty: embedded SQLite in the data directory", set: cliflag.String(func(c *Config) *string { return &c.DatabaseURL })},
+		{env: "PRCHAT_REDIS_URL", def: "", help: "Redis URL (redis://host:6379/0); empty: embedded in-process Redis (serve only)", set: cliflag.String(func(c *Config) *string { return &c.RedisURL })},
+		{env: "PRCHAT_WORKER_ID", def: defaultWorkerID(), help: "this worker's id; its queue is host:<id>", set: cliflag.String(func(c *Config) *string { return &c.WorkerID })},
+		{env: "PRCHAT_CONCURRENCY", def: strconv.Itoa(worker.DefaultConcurrency()), help: "turns a worker runs at once; the default comes from this host's memory (its cgroup's limit if lower): 256 MiB per turn after 1 GiB for the host, at most 8 per core and 64", set: cliflag.Int(func(c *Config) *int { return &c.Concurrency })},
+		{env: "PRCHAT_TURN_TIMEOUT", def: "10m", help: "time limit of one turn, repairs included", set: cliflag.PositiveDuration(func(c *Config) *time.Duration { return &c.TurnTimeout })},
+		{env: "PRCHAT_MAX_REPAIRS", def: "2", help: "how often an invalid answer is sent back to the agent", set: cliflag.Int(func(c *Config) *int { return &c.MaxRepairs })},
+		{env: "PRCHAT_MAX_CALLS", def: "40", help: "model calls allowed per turn", set: cliflag.Int(func(c *Config) *int { return &c.MaxCalls })},
 		{env: "PRCHAT_MAX_TOKENS", def: "10000000", help: "tokens (input, cached input included, and output) allowed per turn", set: func(c *Config, v string) error {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
@@ -233,21 +151,21 @@ func settings() []setting {
 			c.MaxSessionBytes = n
 			return nil
 		}},
-		{env: "PRCHAT_DEFAULT_BACKEND", def: "local", help: "backend for conversations of reviews that name none: " + strings.Join(defaultBackends(), ", "), set: oneOf(defaultBackends(), func(c *Config) *string { return &c.DefaultBackend })},
-		{env: "PRCHAT_OPENAI_BASE_URL", def: "https://api.openai.com/v1", help: "OpenAI-compatible endpoint", set: str(func(c *Config) *string { return &c.OpenAIBaseURL })},
-		{env: "PRCHAT_OPENAI_API_KEY", def: "", help: "API key of the OpenAI-compatible endpoint", set: str(func(c *Config) *string { return &c.OpenAIAPIKey })},
-		{env: "PRCHAT_OPENAI_MODEL", def: "gpt-4.1-mini", help: "model of the openai backend", set: str(func(c *Config) *string { return &c.OpenAIModel })},
-		{env: "PRCHAT_CLAUDE_BIN", def: "claude", help: "Claude Code CLI binary", set: str(func(c *Config) *string { return &c.ClaudeBin })},
-		{env: "PRCHAT_CODEX_BIN", def: "codex", help: "Codex CLI binary", set: str(func(c *Config) *string { return &c.CodexBin })},
+		{env: "PRCHAT_DEFAULT_BACKEND", def: "local", help: "backend for conversations of reviews that name none: " + strings.Join(defaultBackends(), ", "), set: cliflag.OneOf(defaultBackends(), func(c *Config) *string { return &c.DefaultBackend })},
+		{env: "PRCHAT_OPENAI_BASE_URL", def: "https://api.openai.com/v1", help: "OpenAI-compatible endpoint", set: cliflag.String(func(c *Config) *string { return &c.OpenAIBaseURL })},
+		{env: "PRCHAT_OPENAI_API_KEY", def: "", help: "API key of the OpenAI-compatible endpoint", set: cliflag.String(func(c *Config) *string { return &c.OpenAIAPIKey })},
+		{env: "PRCHAT_OPENAI_MODEL", def: "gpt-4.1-mini", help: "model of the openai backend", set: cliflag.String(func(c *Config) *string { return &c.OpenAIModel })},
+		{env: "PRCHAT_CLAUDE_BIN", def: "claude", help: "Claude Code CLI binary", set: cliflag.String(func(c *Config) *string { return &c.ClaudeBin })},
+		{env: "PRCHAT_CODEX_BIN", def: "codex", help: "Codex CLI binary", set: cliflag.String(func(c *Config) *string { return &c.CodexBin })},
 		{env: "PRCHAT_AGENT_ENV", def: "", help: "comma-separated names of further environment variables the agent CLIs may see (never PRCHAT_*; see README)", set: func(c *Config, v string) error {
 			names, err := agentsession.ParseEnvNames(v)
 			c.AgentEnv = names
 			return err
 		}},
-		{env: "PRCHAT_GITHUB_WEBHOOK_SECRET", def: "", help: "secret that signs GitHub webhooks", set: str(func(c *Config) *string { return &c.GitHubSecret })},
-		{env: "PRCHAT_GITHUB_TOKEN", def: "", help: "token to post answers back to GitHub", set: str(func(c *Config) *string { return &c.GitHubToken })},
-		{env: "PRCHAT_GITHUB_API_URL", def: "https://api.github.com", help: "GitHub API base URL (GitHub Enterprise: https://HOST/api/v3)", set: str(func(c *Config) *string { return &c.GitHubAPIURL })},
-		{env: "PRCHAT_GITHUB_WEBHOOK_SECRET_PREVIOUS", def: "", help: "the previous GitHub webhook secret, also accepted while the secret is rotated", set: str(func(c *Config) *string { return &c.GitHubSecretPrevious })},
+		{env: "PRCHAT_GITHUB_WEBHOOK_SECRET", def: "", help: "secret that signs GitHub webhooks", set: cliflag.String(func(c *Config) *string { return &c.GitHubSecret })},
+		{env: "PRCHAT_GITHUB_TOKEN", def: "", help: "token to post answers back to GitHub", set: cliflag.String(func(c *Config) *string { return &c.GitHubToken })},
+		{env: "PRCHAT_GITHUB_API_URL", def: "https://api.github.com", help: "GitHub API base URL (GitHub Enterprise: https://HOST/api/v3)", set: cliflag.String(func(c *Config) *string { return &c.GitHubAPIURL })},
+		{env: "PRCHAT_GITHUB_WEBHOOK_SECRET_PREVIOUS", def: "", help: "the previous GitHub webhook secret, also accepted while the secret is rotated", set: cliflag.String(func(c *Config) *string { return &c.GitHubSecretPrevious })},
 		{env: "PRCHAT_GITHUB_APP_ID", def: "", help: "GitHub App id: post answers and clone as the App (with PRCHAT_GITHUB_APP_PRIVATE_KEY_FILE) instead of PRCHAT_GITHUB_TOKEN", set: func(c *Config, v string) error {
 			if v == "" {
 				return nil
@@ -259,29 +177,29 @@ func settings() []setting {
 			c.GitHubAppID = n
 			return nil
 		}},
-		{env: "PRCHAT_GITHUB_APP_PRIVATE_KEY_FILE", def: "", help: "PEM file of the GitHub App's private key", set: str(func(c *Config) *string { return &c.GitHubAppPrivateKeyFile })},
-		{env: "PRCHAT_GITHUB_AUTO_REGISTER", def: "0", help: "1: register an unknown repository from a signed GitHub event's clone_url; 0: ignore its events", set: boolean(func(c *Config) *bool { return &c.GitHubAutoRegister })},
-		{env: "PRCHAT_GITLAB_WEBHOOK_SECRET", def: "", help: "secret token of GitLab webhooks (X-Gitlab-Token)", set: str(func(c *Config) *string { return &c.GitLabSecret })},
-		{env: "PRCHAT_GITLAB_TOKEN", def: "", help: "GitLab token to post answers back (api scope)", set: str(func(c *Config) *string { return &c.GitLabToken })},
-		{env: "PRCHAT_GITLAB_API_URL", def: "https://gitlab.com/api/v4", help: "GitLab API base URL", set: str(func(c *Config) *string { return &c.GitLabAPIURL })},
-		{env: "PRCHAT_GITLAB_AUTO_REGISTER", def: "0", help: "1: register an unknown project from a signed GitLab event's clone URL; 0: ignore its events", set: boolean(func(c *Config) *bool { return &c.GitLabAutoRegister })},
-		{env: "PRCHAT_SECRET_KEY", def: "", help: "key that seals stored provider keys and agent session files (any string of 16+ bytes; every process of a deployment must use the same one); empty: the key in PRCHAT_SECRET_KEY_FILE", set: str(func(c *Config) *string { return &c.SecretKey })},
-		{env: "PRCHAT_SECRET_KEY_FILE", def: "", help: "file holding the secret key when PRCHAT_SECRET_KEY is empty, made (random, owner-only) by the first process that finds none; empty: secret.key in the data directory", set: str(func(c *Config) *string { return &c.SecretKeyFile })},
-		{env: "PRCHAT_OLLAMA_BASE_URL", def: "http://127.0.0.1:11434/v1", help: "Ollama's OpenAI-compatible endpoint (provider ollama)", set: str(func(c *Config) *string { return &c.OllamaBaseURL })},
-		{env: "PRCHAT_OLLAMA_API_KEY", def: "", help: "API key for the ollama provider (usually none)", set: str(func(c *Config) *string { return &c.OllamaAPIKey })},
-		{env: "PRCHAT_OLLAMA_MODEL", def: "qwen2.5-coder:14b", help: "default model of the ollama provider", set: str(func(c *Config) *string { return &c.OllamaModel })},
-		{env: "PRCHAT_VLLM_BASE_URL", def: "http://127.0.0.1:8000/v1", help: "vLLM's OpenAI-compatible endpoint (provider vllm)", set: str(func(c *Config) *string { return &c.VLLMBaseURL })},
-		{env: "PRCHAT_VLLM_API_KEY", def: "", help: "API key for the vllm provider", set: str(func(c *Config) *string { return &c.VLLMAPIKey })},
-		{env: "PRCHAT_VLLM_MODEL", def: "", help: "default model of the vllm provider (the served model's name)", set: str(func(c *Config) *string { return &c.VLLMModel })},
-		{env: "PRCHAT_LITELLM_BASE_URL", def: "http://127.0.0.1:4000/v1", help: "LiteLLM proxy's endpoint (provider litellm)", set: str(func(c *Config) *string { return &c.LiteLLMBaseURL })},
-		{env: "PRCHAT_LITELLM_API_KEY", def: "", help: "API key (virtual key) for the litellm provider", set: str(func(c *Config) *string { return &c.LiteLLMAPIKey })},
-		{env: "PRCHAT_LITELLM_MODEL", def: "", help: "default model of the litellm provider", set: str(func(c *Config) *string { return &c.LiteLLMModel })},
-		{env: "PRCHAT_POLL_INTERVAL", def: worker.DefaultTaskCheckInterval.String(), help: "how long a worker whose queues just emptied waits before it looks for new turns again, unless an enqueue wakes it (each look is one Redis script call per queue)", set: durationAtLeast(time.Millisecond, func(c *Config) *time.Duration { return &c.PollInterval })},
-		{env: "PRCHAT_IDLE_POLL_INTERVAL", def: worker.DefaultIdlePollInterval.String(), help: "how often a worker whose queues have been empty for a second looks at them when no enqueue wakes it (1ms..10s, and no less than PRCHAT_POLL_INTERVAL; bounds a turn's wait when a wake-up is lost)", set: durationBetween(time.Millisecond, 10*time.Second, func(c *Config) *time.Duration { return &c.IdlePollInterval })},
-		{env: "PRCHAT_SHUTDOWN_GRACE", def: "10s", help: "how long a stopping worker lets its running turns finish before it hands them to a live worker (a second SIGTERM ends it at once)", set: durationAtLeast(time.Millisecond, func(c *Config) *time.Duration { return &c.ShutdownGrace })},
-		{env: "PRCHAT_RECONCILE_INTERVAL", def: "5s", help: "how often the reconciler looks for lost or stuck turns", set: duration(func(c *Config) *time.Duration { return &c.ReconcileInterval })},
-		{env: "PRCHAT_LOG_FORMAT", def: "text", help: "log format: text or json", set: str(func(c *Config) *string { return &c.LogFormat })},
-		{env: "PRCHAT_LOG_LEVEL", def: "info", help: "log level: debug, info, warn or error", set: str(func(c *Config) *string { return &c.LogLevel })},
+		{env: "PRCHAT_GITHUB_APP_PRIVATE_KEY_FILE", def: "", help: "PEM file of the GitHub App's private key", set: cliflag.String(func(c *Config) *string { return &c.GitHubAppPrivateKeyFile })},
+		{env: "PRCHAT_GITHUB_AUTO_REGISTER", def: "0", help: "1: register an unknown repository from a signed GitHub event's clone_url; 0: ignore its events", set: cliflag.Bool(func(c *Config) *bool { return &c.GitHubAutoRegister })},
+		{env: "PRCHAT_GITLAB_WEBHOOK_SECRET", def: "", help: "secret token of GitLab webhooks (X-Gitlab-Token)", set: cliflag.String(func(c *Config) *string { return &c.GitLabSecret })},
+		{env: "PRCHAT_GITLAB_TOKEN", def: "", help: "GitLab token to post answers back (api scope)", set: cliflag.String(func(c *Config) *string { return &c.GitLabToken })},
+		{env: "PRCHAT_GITLAB_API_URL", def: "https://gitlab.com/api/v4", help: "GitLab API base URL", set: cliflag.String(func(c *Config) *string { return &c.GitLabAPIURL })},
+		{env: "PRCHAT_GITLAB_AUTO_REGISTER", def: "0", help: "1: register an unknown project from a signed GitLab event's clone URL; 0: ignore its events", set: cliflag.Bool(func(c *Config) *bool { return &c.GitLabAutoRegister })},
+		{env: "PRCHAT_SECRET_KEY", def: "", help: "key that seals stored provider keys and agent session files (any string of 16+ bytes; every process of a deployment must use the same one); empty: the key in PRCHAT_SECRET_KEY_FILE", set: cliflag.String(func(c *Config) *string { return &c.SecretKey })},
+		{env: "PRCHAT_SECRET_KEY_FILE", def: "", help: "file holding the secret key when PRCHAT_SECRET_KEY is empty, made (random, owner-only) by the first process that finds none; empty: secret.key in the data directory", set: cliflag.String(func(c *Config) *string { return &c.SecretKeyFile })},
+		{env: "PRCHAT_OLLAMA_BASE_URL", def: "http://127.0.0.1:11434/v1", help: "Ollama's OpenAI-compatible endpoint (provider ollama)", set: cliflag.String(func(c *Config) *string { return &c.OllamaBaseURL })},
+		{env: "PRCHAT_OLLAMA_API_KEY", def: "", help: "API key for the ollama provider (usually none)", set: cliflag.String(func(c *Config) *string { return &c.OllamaAPIKey })},
+		{env: "PRCHAT_OLLAMA_MODEL", def: "qwen2.5-coder:14b", help: "default model of the ollama provider", set: cliflag.String(func(c *Config) *string { return &c.OllamaModel })},
+		{env: "PRCHAT_VLLM_BASE_URL", def: "http://127.0.0.1:8000/v1", help: "vLLM's OpenAI-compatible endpoint (provider vllm)", set: cliflag.String(func(c *Config) *string { return &c.VLLMBaseURL })},
+		{env: "PRCHAT_VLLM_API_KEY", def: "", help: "API key for the vllm provider", set: cliflag.String(func(c *Config) *string { return &c.VLLMAPIKey })},
+		{env: "PRCHAT_VLLM_MODEL", def: "", help: "default model of the vllm provider (the served model's name)", set: cliflag.String(func(c *Config) *string { return &c.VLLMModel })},
+		{env: "PRCHAT_LITELLM_BASE_URL", def: "http://127.0.0.1:4000/v1", help: "LiteLLM proxy's endpoint (provider litellm)", set: cliflag.String(func(c *Config) *string { return &c.LiteLLMBaseURL })},
+		{env: "PRCHAT_LITELLM_API_KEY", def: "", help: "API key (virtual key) for the litellm provider", set: cliflag.String(func(c *Config) *string { return &c.LiteLLMAPIKey })},
+		{env: "PRCHAT_LITELLM_MODEL", def: "", help: "default model of the litellm provider", set: cliflag.String(func(c *Config) *string { return &c.LiteLLMModel })},
+		{env: "PRCHAT_POLL_INTERVAL", def: worker.DefaultTaskCheckInterval.String(), help: "how long a worker whose queues just emptied waits before it looks for new turns again, unless an enqueue wakes it (each look is one Redis script call per queue)", set: cliflag.DurationBetween(time.Millisecond, 0, func(c *Config) *time.Duration { return &c.PollInterval })},
+		{env: "PRCHAT_IDLE_POLL_INTERVAL", def: worker.DefaultIdlePollInterval.String(), help: "how often a worker whose queues have been empty for a second looks at them when no enqueue wakes it (1ms..10s, and no less than PRCHAT_POLL_INTERVAL; bounds a turn's wait when a wake-up is lost)", set: cliflag.DurationBetween(time.Millisecond, 10*time.Second, func(c *Config) *time.Duration { return &c.IdlePollInterval })},
+		{env: "PRCHAT_SHUTDOWN_GRACE", def: "10s", help: "how long a stopping worker lets its running turns finish before it hands them to a live worker (a second SIGTERM ends it at once)", set: cliflag.DurationBetween(time.Millisecond, 0, func(c *Config) *time.Duration { return &c.ShutdownGrace })},
+		{env: "PRCHAT_RECONCILE_INTERVAL", def: "5s", help: "how often the reconciler looks for lost or stuck turns", set: cliflag.Duration(func(c *Config) *time.Duration { return &c.ReconcileInterval })},
+		{env: "PRCHAT_LOG_FORMAT", def: "text", help: "log format: text or json", set: cliflag.String(func(c *Config) *string { return &c.LogFormat })},
+		{env: "PRCHAT_LOG_LEVEL", def: "info", help: "log level: debug, info, warn or error", set: cliflag.String(func(c *Config) *string { return &c.LogLevel })},
 	}, accessSettings()...)
 }
 

@@ -17,61 +17,42 @@ import (
 type forges struct {
 	github *github.Client
 	gitlab *gitlab.Client
+	// list holds the configured ones for chat, hosts for git's credentials.
+	list  []chat.Forge
+	hosts []forge.GitHost
 }
 
 // newForges makes the clients of the forges whose settings are given;
 // timeout bounds each request (default 30 s).
-func newForges(cfg Config, timeout time.Duration, log *slog.Logger) (forges, error) {
-	var f forges
+func newForges(cfg Config, timeout time.Duration, log *slog.Logger) (f forges, err error) {
 	timeout = cmp.Or(timeout, 30*time.Second)
 	if cfg.GitHubToken != "" || cfg.GitHubAppID != 0 {
-		gc := github.Config{APIURL: cfg.GitHubAPIURL, HTTPClient: &http.Client{Timeout: timeout}, Logger: log}
+		gc := github.Config{APIURL: cfg.GitHubAPIURL, Token: cfg.GitHubToken, HTTPClient: &http.Client{Timeout: timeout}, Logger: log}
 		if cfg.GitHubAppID != 0 {
-			gc.AppID, gc.PrivateKeyFile = cfg.GitHubAppID, cfg.GitHubAppPrivateKeyFile
-		} else {
-			gc.Token = cfg.GitHubToken
+			gc.Token, gc.AppID, gc.PrivateKeyFile = "", cfg.GitHubAppID, cfg.GitHubAppPrivateKeyFile
 		}
-		var err error
 		if f.github, err = github.New(gc); err != nil {
 			return f, err
 		}
+		f.list, f.hosts = append(f.list, f.github), append(f.hosts, f.github)
 	}
 	if cfg.GitLabToken != "" {
-		var err error
 		if f.gitlab, err = gitlab.New(gitlab.Config{APIURL: cfg.GitLabAPIURL, Token: cfg.GitLabToken, HTTPClient: &http.Client{Timeout: timeout}, Logger: log}); err != nil {
 			return f, err
 		}
+		f.list, f.hosts = append(f.list, f.gitlab), append(f.hosts, f.gitlab)
 	}
 	return f, nil
 }
 
 // enabled reports whether any webhook or forge API is configured.
 func (f forges) enabled(cfg Config) bool {
-	return len(f.list()) > 0 || cfg.GitHubSecret != "" || cfg.GitHubSecretPrevious != "" || cfg.GitLabSecret != ""
-}
-
-// list returns the configured forges for chat.
-func (f forges) list() []chat.Forge {
-	var out []chat.Forge
-	if f.github != nil {
-		out = append(out, f.github)
-	}
-	if f.gitlab != nil {
-		out = append(out, f.gitlab)
-	}
-	return out
+	return len(f.list) > 0 || cfg.GitHubSecret != "" || cfg.GitHubSecretPrevious != "" || cfg.GitLabSecret != ""
 }
 
 // credentials gives git a forge's credentials for a clone URL on its host.
 func (f forges) credentials(ctx context.Context, repo chat.Repository) (string, string, error) {
-	var hosts []forge.GitHost
-	if f.github != nil {
-		hosts = append(hosts, f.github)
-	}
-	if f.gitlab != nil {
-		hosts = append(hosts, f.gitlab)
-	}
-	return forge.Credentials(ctx, repo, hosts...)
+	return forge.Credentials(ctx, repo, f.hosts...)
 }
 
 // webhooks are the readers of the API's webhook routes.

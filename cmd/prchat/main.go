@@ -67,7 +67,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	case "ask":
 		err = client.Ask(ctx, rest, getenv, stdout, stderr)
 	case "review":
-		err = runReview(ctx, rest, getenv, stdout, stderr)
+		err = client.Review(ctx, rest, getenv, stdout, stderr)
 	case "token":
 		err = runToken(ctx, rest, getenv, stdout, stderr)
 	case "help", "-h", "--help":

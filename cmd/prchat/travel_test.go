@@ -19,6 +19,7 @@ import (
 	"github.com/prchat/prchat/agentsession/fakeapi/anthropic"
 	"github.com/prchat/prchat/agentsession/fakeapi/responses"
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/cmd/prchat/client"
 	"github.com/prchat/prchat/store/storetest"
 	"github.com/prchat/prchat/worker/workertest"
 )
@@ -72,7 +73,7 @@ func (e *env) recordFromLaptop(env map[string]string, args ...string) string {
 		}
 		return env[k]
 	}
-	if err := runReview(context.Background(), append([]string{"record", "--repo", e.repo, "--pr", "7", "--base", e.base}, args...), getenv, &out, &errOut); err != nil {
+	if err := client.Review(context.Background(), append([]string{"record", "--repo", e.repo, "--pr", "7", "--base", e.base}, args...), getenv, &out, &errOut); err != nil {
 		e.t.Fatalf("review record: %v\n%s%s", err, out.String(), errOut.String())
 	}
 	if !strings.Contains(out.String(), "uploaded its") {

@@ -23,6 +23,7 @@ import (
 	"github.com/prchat/prchat/api/dashboard"
 	"github.com/prchat/prchat/chat"
 	"github.com/prchat/prchat/chat/mask"
+	"github.com/prchat/prchat/forge/github"
 	"github.com/prchat/prchat/store"
 	"github.com/prchat/prchat/worker"
 )
@@ -60,7 +61,7 @@ func (d *daemon) openCore(ctx context.Context, cfg Config, r role, o options) (e
 	if d.workspaces, err = agentsession.NewWorkspaces(agentsession.Config{DataDir: cfg.DataDir, Secrets: cfg.secrets(), Logger: d.log, Credentials: d.forges.credentials, ClonePrivate: cfg.CloneAllowPrivate}); err != nil {
 		return err
 	}
-	masker := mask.New(append(cfg.secrets(), appKeySecrets(cfg.GitHubAppPrivateKeyFile)...)...)
+	masker := mask.New(append(cfg.secrets(), github.KeyFileSecrets(cfg.GitHubAppPrivateKeyFile)...)...)
 	backends := o.backends
 	if r.worker {
 		// Backends given in options come last and replace built-ins of the same name.
@@ -97,26 +98,6 @@ func (d *daemon) openRedis(ctx context.Context, cfg Config) (err error) {
 	// serve's CPU.
 	d.rdb, err = d.embedded.Client(ctx)
 	return err
-}
-
-// appKeySecrets are the values of a GitHub App's private key file that are
-// masked: the whole PEM text and each line of its body, so that a part of
-// the key shown alone is masked too.
-func appKeySecrets(file string) []string {
-	if file == "" {
-		return nil
-	}
-	pem, err := os.ReadFile(file)
-	if err != nil {
-		return nil // newForges reports it
-	}
-	out := []string{strings.TrimSpace(string(pem))}
-	for _, line := range strings.Split(string(pem), "\n") {
-		if line = strings.TrimSpace(line); len(line) >= 16 && !strings.HasPrefix(line, "-----") {
-			out = append(out, line)
-		}
-	}
-	return out
 }
 
 // agentBackends are the built-in agent backends of a worker.
@@ -177,7 +158,7 @@ func (d *daemon) newDomain(cfg Config, r role, o options, base *mask.Masker, bac
 		clones: d.workspaces, files: d.workspaces,
 		limiter: worker.NewRateLimiter(d.rdb),
 		// Questions from PR comments, answered back on their forge.
-		forges: d.forges.list(), replies: worker.NewReplyMetrics(d.registry),
+		forges: d.forges.list, replies: worker.NewReplyMetrics(d.registry),
 	}
 	if r.worker {
 		parts.workspaces = d.workspaces

@@ -1,7 +1,7 @@
-// Package client speaks prchat's HTTP API for the command-line tools
-// (prchat ask, which Ask is, and prchat review): requests and the contract's errors, a
-// turn's long poll and event stream, and a settled turn printed for a
-// terminal.
+// Package client is prchat's command-line clients of its HTTP API: prchat
+// ask (Ask) and prchat review record (Review). It speaks the API for them:
+// requests and the contract's errors, a turn's long poll and event stream,
+// and a settled turn printed for a terminal.
 package client
 
 import (

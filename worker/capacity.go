@@ -1,4 +1,4 @@
-package main
+package worker
 
 import (
 	"bufio"
@@ -23,8 +23,10 @@ const (
 	defaultTurnsNoMem = 4 // when the host's memory cannot be read
 )
 
-// defaultConcurrency is PRCHAT_CONCURRENCY's default on this host.
-func defaultConcurrency() int {
+// DefaultConcurrency is how many turns a worker on this host runs at once
+// unless told (PRCHAT_CONCURRENCY's default): from the host's memory and
+// cores.
+func DefaultConcurrency() int {
 	return concurrencyFor(hostMemory(), runtime.NumCPU())
 }
 

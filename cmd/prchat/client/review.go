@@ -1,4 +1,4 @@
-package main
+package client
 
 import (
 	"bytes"
@@ -17,7 +17,6 @@ import (
 	"github.com/prchat/prchat/agentsession/claude"
 	"github.com/prchat/prchat/agentsession/codex"
 	"github.com/prchat/prchat/chat"
-	"github.com/prchat/prchat/cmd/prchat/client"
 	"github.com/prchat/prchat/cmd/prchat/internal/cliflag"
 )
 
@@ -38,8 +37,11 @@ session whose file is not uploaded and stays on a worker host.
 Flags:
 `
 
-// runReview is `prchat review <subcommand>`.
-func runReview(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+// Review is `prchat review record`: it records a review version from an
+// agent session run outside prchat and uploads the session's file. Asked
+// for help it prints it to stdout and returns flag.ErrHelp; a mistake in
+// the command line is a UsageError.
+func Review(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("prchat review record", flag.ContinueOnError)
 	server := fs.String("server", cmp.Or(getenv("PRCHAT_SERVER"), "http://127.0.0.1:8080"), "prchat server URL (PRCHAT_SERVER)")
 	repo := fs.String("repo", "", "repository owner/name (required)")
@@ -70,7 +72,7 @@ func runReview(ctx context.Context, args []string, getenv func(string) string, s
 	case *repo == "" || *pr < 1 || *markdown == "":
 		return cliflag.UsageError{Msg: "--repo, --pr and --markdown-file are required"}
 	}
-	serverURL, err := client.ServerURL(*server)
+	serverURL, err := ServerURL(*server)
 	if err != nil {
 		return cliflag.UsageError{Msg: err.Error()}
 	}
@@ -131,7 +133,7 @@ func runReview(ctx context.Context, args []string, getenv func(string) string, s
 		}
 		body["sections"] = s
 	}
-	c := client.New(serverURL, getenv("PRCHAT_TOKEN"))
+	c := New(serverURL, getenv("PRCHAT_TOKEN"))
 	var r chat.Review
 	if err := c.Do(ctx, "POST", fmt.Sprintf("/api/v1/repos/%s/pulls/%d/reviews", *repo, *pr), body, &r); err != nil {
 		return err

@@ -1,4 +1,4 @@
-package main
+package github_test
 
 import (
 	"crypto/rand"
@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/prchat/prchat/chat/mask"
+	"github.com/prchat/prchat/forge/github"
 )
 
 // TestAppKeyIsMaskedByValue (issue: the GitHub App's private key was not
@@ -27,7 +28,7 @@ func TestAppKeyIsMaskedByValue(t *testing.T) {
 	if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	m := mask.New(appKeySecrets(file)...)
+	m := mask.New(github.KeyFileSecrets(file)...)
 	lines := strings.Split(strings.TrimSpace(text), "\n")
 	body := lines[1 : len(lines)-1]
 	for _, s := range []string{text, "key: " + body[3] + " end", strings.Join(body[5:9], "\n")} {
@@ -38,7 +39,7 @@ func TestAppKeyIsMaskedByValue(t *testing.T) {
 			}
 		}
 	}
-	if appKeySecrets("") != nil {
+	if github.KeyFileSecrets("") != nil {
 		t.Error("no key file gives secrets")
 	}
 }
