@@ -40,40 +40,8 @@ type routeAccess struct {
 	allRepos bool
 }
 
-// routeScopes maps "METHOD path" of every /api route to what it needs. A
-// route missing here needs an admin token for every repository, and a test
-// checks that every registered /api route is listed.
-var routeScopes = map[string]routeAccess{
-	"GET /api/v1/repos":                                                        {scope: chat.ScopeRead},
-	"GET /api/v1/repos/:owner/:repo":                                           {scope: chat.ScopeRead},
-	"GET /api/v1/repos/:owner/:repo/pulls/:pr/reviews":                         {scope: chat.ScopeRead},
-	"GET /api/v1/repos/:owner/:repo/pulls/:pr/reviews/:version":                {scope: chat.ScopeRead},
-	"GET /api/v1/repos/:owner/:repo/pulls/:pr/conversations":                   {scope: chat.ScopeRead},
-	"GET /api/v1/repos/:owner/:repo/events":                                    {scope: chat.ScopeRead},
-	"GET /api/v1/conversations/:id":                                            {scope: chat.ScopeRead},
-	"GET /api/v1/conversations/:id/turns/:n":                                   {scope: chat.ScopeRead},
-	"GET /api/v1/conversations/:id/turns/:n/events":                            {scope: chat.ScopeRead},
-	"GET /api/v1/conversations/:id/turns/:n/transcript":                        {scope: chat.ScopeRead},
-	"POST /api/v1/repos/:owner/:repo/pulls/:pr/reviews/:version/conversations": {scope: chat.ScopeAsk},
-	"POST /api/v1/conversations/:id/turns":                                     {scope: chat.ScopeAsk},
-	"POST /api/v1/conversations/:id/turns/:n/cancel":                           {scope: chat.ScopeAsk},
-	"POST /api/v1/repos":                                                       {scope: chat.ScopeAdmin, allRepos: true},
-	"POST /api/v1/repos/:owner/:repo/pulls/:pr/reviews":                        {scope: chat.ScopeAdmin},
-	"PUT /api/v1" + sessionRoute:                                               {scope: chat.ScopeAdmin},
-	"DELETE /api/v1/conversations/:id":                                         {scope: chat.ScopeAdmin},
-	"GET /api/v1/repos/:owner/:repo/pulls":                                     {scope: chat.ScopeRead},
-	"GET /api/v1/repos/:owner/:repo/pulls/:pr/reviews/:version/files":          {scope: chat.ScopeRead},
-	"GET /api/v1/stats":                                                        {scope: chat.ScopeRead},
-	"GET /api/v1/providers":                                                    {scope: chat.ScopeAdmin, allRepos: true},
-	"GET /api/v1/providers/active":                                             {scope: chat.ScopeAdmin, allRepos: true},
-	"PATCH /api/v1/providers/active":                                           {scope: chat.ScopeAdmin, allRepos: true},
-	"POST /api/v1/providers/:id/key":                                           {scope: chat.ScopeAdmin, allRepos: true},
-	"DELETE /api/v1/providers/:id/key":                                         {scope: chat.ScopeAdmin, allRepos: true},
-	"GET /api/v1/tokens":                                                       {scope: chat.ScopeAdmin, allRepos: true},
-	"POST /api/v1/tokens":                                                      {scope: chat.ScopeAdmin, allRepos: true},
-	"DELETE /api/v1/tokens/:id":                                                {scope: chat.ScopeAdmin, allRepos: true},
-}
-
+// accessOf is what the route of method and path needs; a route missing
+// from apiRoutes needs an admin token for every repository.
 func accessOf(method, path string) routeAccess {
 	if a, ok := routeScopes[method+" "+path]; ok {
 		return a

@@ -10,7 +10,7 @@
 //
 // Access: every /api route passes authorize (access.go). Once any API
 // token exists a request needs Authorization: Bearer <token> (401
-// unauthorized), a token of the route's scope (routeScopes; 403
+// unauthorized), a token of the route's scope (apiRoutes; 403
 // forbidden), and is held to the per-token request rate (429 rate_limited
 // with Retry-After). The token travels to the service in the request's
 // context, which shows a token limited to repositories only those. Admin
@@ -55,7 +55,11 @@
 //
 // To add a route:
 //
-//  1. Register it in routes (or probeRoutes) with its handler.
+//  1. Add an /api route to apiRoutes (routes.go): its method, path, the
+//     scope a token needs and its handler, in one entry that both
+//     registers it and guards it (a route not there needs an admin token
+//     for every repository). Register any other route in routes (or
+//     probeRoutes).
 //  2. Add its path and operation to openapi.json (a new path also gets its
 //     options operation, as the others have): an operationId, a tag,
 //     every status it can answer (2xx and the errors; point to
@@ -66,10 +70,9 @@
 //     403 and 429 and names its scope in x-prchat-scope (and
 //     x-prchat-all-repositories for a route not about one repository);
 //     routes that need none say "security": [].
-//  3. Give an /api route its scope in routeScopes (access.go); a route
-//     missing there needs an admin token for every repository, and
-//     TestDocumentScopes and TestEveryRouteRefusesWithoutTheRightToken
-//     fail until the two agree and the latter knows its body.
+//  3. TestDocumentScopes and TestEveryRouteRefusesWithoutTheRightToken
+//     fail until the document's scope agrees with apiRoutes' and the
+//     latter knows the route's body.
 //  4. Test it in this package with the fixture of setup_test.go (f.do,
 //     f.c.send, f.golden): the test client then checks its answers against
 //     the document, and go test ./api -update writes its golden files

@@ -142,7 +142,7 @@ func TestDocumentConventions(t *testing.T) {
 }
 
 // TestDocumentScopes: every /api operation names the scope it needs, the
-// same as the server's own table (routeScopes), and whether it needs a
+// same as the server's own table (apiRoutes), and whether it needs a
 // token for every repository.
 func TestDocumentScopes(t *testing.T) {
 	t.Parallel()

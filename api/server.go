@@ -207,8 +207,9 @@ func (s *Server) probeRoutes() {
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{})))
 }
 
-// routes are the API's own routes. A route added here is added to
-// openapi.json too (see the package doc).
+// routes are the API's own routes: the probes' aside, the API document,
+// the webhooks and apiRoutes. A route added is added to openapi.json too
+// (see the package doc).
 func (s *Server) routes() {
 	e := s.echo
 	e.GET("/readyz", s.readyz)
@@ -219,50 +220,8 @@ func (s *Server) routes() {
 	e.POST("/webhooks/github", s.webhook(chat.ForgeGitHub, s.cfg.GitHub))
 	e.POST("/webhooks/gitlab", s.webhook(chat.ForgeGitLab, s.cfg.GitLab))
 
-	v1 := guarded{e.Group("/api/v1"), s.authorize}
-	v1.POST("/repos", s.registerRepository)
-	v1.GET("/repos", s.listRepositories)
-	v1.GET("/repos/:owner/:repo", s.getRepository)
-	v1.POST("/repos/:owner/:repo/pulls/:pr/reviews", s.recordReview)
-	v1.GET("/repos/:owner/:repo/pulls/:pr/reviews", s.listReviews)
-	v1.GET("/repos/:owner/:repo/pulls/:pr/reviews/:version", s.getReview)
-	v1.PUT(sessionRoute, s.putReviewSession)
-	v1.POST("/repos/:owner/:repo/pulls/:pr/reviews/:version/conversations", s.ask)
-	v1.GET("/repos/:owner/:repo/pulls/:pr/conversations", s.listConversations)
-	v1.GET("/conversations/:id", s.getConversation)
-	v1.DELETE("/conversations/:id", s.deleteConversation)
-	v1.POST("/conversations/:id/turns", s.continueConversation)
-	v1.GET("/conversations/:id/turns/:n", s.getTurn)
-	v1.POST("/conversations/:id/turns/:n/cancel", s.cancelTurn)
-	v1.GET("/conversations/:id/turns/:n/events", s.turnEvents)
-	v1.GET("/conversations/:id/turns/:n/transcript", s.transcript)
-	v1.GET("/repos/:owner/:repo/events", s.repoEvents)
-	v1.GET("/repos/:owner/:repo/pulls", s.listPulls)
-	v1.GET("/repos/:owner/:repo/pulls/:pr/reviews/:version/files", s.fileLines)
-	v1.GET("/stats", s.stats)
-	v1.GET("/providers", s.listProviders)
-	v1.GET("/providers/active", s.getActiveProvider)
-	v1.PATCH("/providers/active", s.setActiveProvider)
-	v1.POST("/providers/:id/key", s.setProviderKey)
-	v1.DELETE("/providers/:id/key", s.deleteProviderKey)
-	v1.GET("/tokens", s.listTokens)
-	v1.POST("/tokens", s.createToken)
-	v1.DELETE("/tokens/:id", s.revokeToken)
+	s.registerAPIRoutes(e.Group("/api/v1"), s.authorize)
 	if s.cfg.Dashboard != nil {
 		s.cfg.Dashboard.Register(e)
 	}
 }
-
-// guarded adds routes to a group with a middleware of their own (not the
-// group's: that would register catch-all routes and turn a 405 into a
-// 404).
-type guarded struct {
-	g  *echo.Group
-	mw echo.MiddlewareFunc
-}
-
-func (g guarded) GET(path string, h echo.HandlerFunc)    { g.g.GET(path, h, g.mw) }
-func (g guarded) POST(path string, h echo.HandlerFunc)   { g.g.POST(path, h, g.mw) }
-func (g guarded) PUT(path string, h echo.HandlerFunc)    { g.g.PUT(path, h, g.mw) }
-func (g guarded) PATCH(path string, h echo.HandlerFunc)  { g.g.PATCH(path, h, g.mw) }
-func (g guarded) DELETE(path string, h echo.HandlerFunc) { g.g.DELETE(path, h, g.mw) }
