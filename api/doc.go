@@ -33,7 +33,9 @@
 // # The API document
 //
 // GET /openapi.json serves openapi.json, an OpenAPI 3.1 document written by
-// hand beside the routes and embedded in the binary. The tests keep it
+// hand beside the routes and embedded in the binary, with each /api
+// operation's scope filled in from apiRoutes (routes.go), the one table of
+// the /api routes and their scopes. The tests keep it
 // true: TestDocumentHasEveryRoute fails when a route registered with echo
 // is missing from it or a documented operation is not registered, and every
 // response the api tests (and cmd/prchat's end-to-end tests) receive is
@@ -67,12 +69,14 @@
 //     its request body and response schemas under components.schemas. A
 //     route that takes a body lists 413. Every /api route needs a token
 //     (the document's top-level security, bearerAuth): it lists 400, 401,
-//     403 and 429 and names its scope in x-prchat-scope (and
-//     x-prchat-all-repositories for a route not about one repository);
-//     routes that need none say "security": [].
-//  3. TestDocumentScopes and TestEveryRouteRefusesWithoutTheRightToken
-//     fail until the document's scope agrees with apiRoutes' and the
-//     latter knows the route's body.
+//     403 and 429; the served document names its scope (x-prchat-scope,
+//     and x-prchat-all-repositories for a route not about one
+//     repository) from apiRoutes, so the file does not. Routes that need
+//     no token say "security": [].
+//  3. TestDocumentHasEveryRoute and TestDocumentScopes fail until the
+//     document and apiRoutes list the same operations, and
+//     TestEveryRouteRefusesWithoutTheRightToken until it knows the
+//     route's body.
 //  4. Test it in this package with the fixture of setup_test.go (f.do,
 //     f.c.send, f.golden): the test client then checks its answers against
 //     the document, and go test ./api -update writes its golden files

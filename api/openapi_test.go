@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"regexp"
@@ -169,5 +170,21 @@ func TestDocumentScopes(t *testing.T) {
 				t.Errorf("%s %s: x-prchat-all-repositories %v, want %v", method, path, all, want.allRepos)
 			}
 		}
+	}
+}
+
+// TestScopesAreWrittenOnce: the scopes of the served document come from
+// apiRoutes; the file written by hand names none, so that they cannot
+// disagree.
+func TestScopesAreWrittenOnce(t *testing.T) {
+	t.Parallel()
+	for _, key := range []string{`"x-prchat-scope":`, `"x-prchat-all-repositories":`} {
+		if bytes.Contains(openAPIWritten, []byte(key)) {
+			t.Errorf("openapi.json names %s by hand; apiRoutes gives it", key)
+		}
+	}
+	served := OpenAPI()
+	if n := bytes.Count(served, []byte(`"x-prchat-scope":`)); n != len(apiRoutes) {
+		t.Errorf("the served document names %d scopes, want one for each of the %d routes of apiRoutes", n, len(apiRoutes))
 	}
 }
