@@ -67,7 +67,56 @@ type Comment struct {
 	Installation int64
 	// HeadSHA and BaseSHA are the PR's commits when the event names them.
 	HeadSHA, BaseSHA string
+	// Author is who wrote the comment (not stored: it decides only whether
+	// the question is taken).
+	Author Author
 }
+
+// Author is the writer of a PR comment, as the forge's event names them.
+type Author struct {
+	Login string
+	// ID is the forge's user id (GitLab's members API needs it).
+	ID int64
+	// Association is GitHub's author_association (OWNER, MEMBER,
+	// COLLABORATOR, CONTRIBUTOR, NONE, ...); "" on GitLab.
+	Association string
+}
+
+// Who may ask in a PR comment (WebhooksConfig.Askers).
+const (
+	// AskersWriters: people who can push to the repository.
+	AskersWriters = "writers"
+	// AskersMembers: also every member of the repository's organisation
+	// or group.
+	AskersMembers = "members"
+	// AskersAnyone: anyone who can comment.
+	AskersAnyone = "anyone"
+)
+
+// Standing is what a comment's author is to the repository, as the forge
+// tells it.
+type Standing int
+
+// Standings, from least to most.
+const (
+	// StandingOther: neither a member nor a writer.
+	StandingOther Standing = iota
+	// StandingMember: a member of the organisation or group (or a project
+	// member below Developer on GitLab) who cannot push.
+	StandingMember
+	// StandingWriter: can push (GitHub write, maintain or admin; GitLab
+	// Developer or higher).
+	StandingWriter
+)
+
+// Reactions prchat makes to a comment.
+const (
+	// ReactionSeen marks an accepted /ask (👀).
+	ReactionSeen = "eyes"
+	// ReactionRefused marks the /ask of someone who may not ask (😕;
+	// GitHub's confused reaction, GitLab's confused award emoji).
+	ReactionRefused = "confused"
+)
 
 // Comment states: received (no turn yet), waiting (behind a pending turn of
 // its conversation), queued (its turn exists; the answer is to be posted),
@@ -153,8 +202,11 @@ type Forge interface {
 	LineLink(repoURL, commit, path string, start, end int) string
 	// PullRequest returns a PR's head and base commits.
 	PullRequest(ctx context.Context, ref CommentRef) (head, base string, err error)
-	// React marks the comment as seen (GitHub: the 👀 reaction).
-	React(ctx context.Context, ref CommentRef) error
+	// React reacts to the comment with reaction (ReactionSeen,
+	// ReactionRefused).
+	React(ctx context.Context, ref CommentRef, reaction string) error
+	// Standing tells what the comment's author is to the repository.
+	Standing(ctx context.Context, ref CommentRef, author Author) (Standing, error)
 	// FindReply returns the id of a reply to the comment already posted
 	// whose body holds marker ("" when there is none).
 	FindReply(ctx context.Context, ref CommentRef, marker string) (string, error)
@@ -233,6 +285,18 @@ type WebhooksConfig struct {
 	// QuestionsPerRepo limits the questions asked about one repository,
 	// as for Turns; a question over it waits. Zero: no limit.
 	QuestionsPerRepo Rate
+	// Askers says whose /ask is taken: AskersWriters (the default),
+	// AskersMembers or AskersAnyone. Anyone else's gets ReactionRefused
+	// and nothing else.
+	Askers string
+}
+
+func (c WebhooksConfig) validate() error {
+	switch c.Askers {
+	case AskersWriters, AskersMembers, AskersAnyone:
+		return nil
+	}
+	return fmt.Errorf("chat webhooks: askers %q is none of %s, %s, %s", c.Askers, AskersWriters, AskersMembers, AskersAnyone)
 }
 
 // WebhooksDeps are the parts Webhooks work with. Comments, Store, Turns,
@@ -282,6 +346,10 @@ func NewWebhooks(cfg WebhooksConfig, d WebhooksDeps) (*Webhooks, error) {
 	cfg.Poll = cmp.Or(cfg.Poll, time.Second)
 	cfg.Lease = cmp.Or(cfg.Lease, time.Minute)
 	cfg.Backoff = cmp.Or(cfg.Backoff, time.Second)
+	cfg.Askers = cmp.Or(cfg.Askers, AskersWriters)
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
 	if d.Comments == nil || d.Store == nil || d.Turns == nil || d.Admin == nil || d.Catalog == nil {
 		return nil, errors.New("chat webhooks: Comments, Store, Turns, Admin and Catalog are required")
 	}
@@ -329,6 +397,11 @@ func (s *Webhooks) ReceiveComment(ctx context.Context, c Comment, autoRegister b
 	if err := CheckRepoName(c.Repository); err != nil {
 		return Receipt{Status: ReceiptIgnored, Reason: "the event names no repository as owner/name"}, nil
 	}
+	if ok, err := s.mayAsk(ctx, c); err != nil {
+		return Receipt{}, err
+	} else if !ok {
+		return Receipt{Status: ReceiptIgnored, Reason: "the comment's author may not ask prchat here (PRCHAT_WEBHOOK_ASKERS=" + s.cfg.Askers + ")"}, nil
+	}
 	if _, err := s.catalog.repository(ctx, c.Repository); err != nil {
 		if ErrorCode(err) != CodeRepositoryNotFound {
 			return Receipt{}, err
@@ -370,6 +443,37 @@ func (s *Webhooks) ReceiveComment(ctx context.Context, c Comment, autoRegister b
 		return Receipt{Status: ReceiptQueued}, nil
 	}
 	return r, nil
+}
+
+// mayAsk reports whether the comment's author may ask, by the Askers
+// setting and what the forge says of the author; one who may not gets
+// ReactionRefused (and nothing is stored).
+func (s *Webhooks) mayAsk(ctx context.Context, c Comment) (bool, error) {
+	if s.cfg.Askers == AskersAnyone {
+		return true, nil
+	}
+	st := StandingOther
+	if f, ok := s.forges[c.Forge]; ok {
+		var err error
+		if st, err = f.Standing(ctx, c.ref(), c.Author); err != nil {
+			return false, fmt.Errorf("find what %s is to %s: %w", c.Author.Login, c.Repository, err)
+		}
+	}
+	need := StandingWriter
+	if s.cfg.Askers == AskersMembers {
+		need = StandingMember
+	}
+	if st >= need {
+		return true, nil
+	}
+	if f, ok := s.forges[c.Forge]; ok {
+		if err := f.React(ctx, c.ref(), ReactionRefused); err != nil {
+			s.log.WarnContext(ctx, "react to a comment whose author may not ask", slog.String("repository", c.Repository), slog.Any("err", err))
+		}
+	}
+	s.log.InfoContext(ctx, "refused a webhook question: its author may not ask", slog.String("forge", c.Forge),
+		slog.String("repository", c.Repository), slog.Int("pr", c.PR), slog.String("askers", s.cfg.Askers))
+	return false, nil
 }
 
 // askComment makes the turn of a received or waiting comment (once: the
@@ -562,7 +666,7 @@ func (s *Webhooks) DeliverReplies(ctx context.Context) (int, error) {
 func (s *Webhooks) deliverComment(ctx context.Context, wc *WebhookComment) {
 	f, ok := s.forges[wc.Forge]
 	if ok && !wc.Reacted {
-		if err := f.React(ctx, wc.ref()); err != nil {
+		if err := f.React(ctx, wc.ref(), ReactionSeen); err != nil {
 			s.log.WarnContext(ctx, "react to a comment", slog.String("comment", wc.ID), slog.Any("err", err))
 		} else {
 			wc.Reacted = true

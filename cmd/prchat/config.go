@@ -58,7 +58,10 @@ type Config struct {
 	GitLabToken             string
 	GitLabAPIURL            string
 	GitLabAutoRegister      bool
-	SecretKey               string
+	// WebhookAskers says whose /ask comments are taken: writers, members
+	// or anyone (chat.WebhooksConfig.Askers).
+	WebhookAskers string
+	SecretKey     string
 	// SecretKeyFile holds the key when SecretKey is empty; made (random,
 	// owner-only) by the first process that needs it. Default: secret.key
 	// in DataDir.
@@ -183,6 +186,7 @@ func settings() []setting {
 		{env: "PRCHAT_GITLAB_TOKEN", def: "", help: "GitLab token to post answers back (api scope)", set: cliflag.String(func(c *Config) *string { return &c.GitLabToken })},
 		{env: "PRCHAT_GITLAB_API_URL", def: "https://gitlab.com/api/v4", help: "GitLab API base URL", set: cliflag.String(func(c *Config) *string { return &c.GitLabAPIURL })},
 		{env: "PRCHAT_GITLAB_AUTO_REGISTER", def: "0", help: "1: register an unknown project from a signed GitLab event's clone URL; 0: ignore its events", set: cliflag.Bool(func(c *Config) *bool { return &c.GitLabAutoRegister })},
+		{env: "PRCHAT_WEBHOOK_ASKERS", def: "writers", help: "whose /ask comments are answered: writers (people who can push), members (also the organisation's or group's members) or anyone; others get the confused reaction and no answer", set: cliflag.OneOf([]string{chat.AskersWriters, chat.AskersMembers, chat.AskersAnyone}, func(c *Config) *string { return &c.WebhookAskers })},
 		{env: "PRCHAT_SECRET_KEY", def: "", help: "key that seals stored provider keys and agent session files (any string of 16+ bytes; every process of a deployment must use the same one); empty: the key in PRCHAT_SECRET_KEY_FILE", set: cliflag.String(func(c *Config) *string { return &c.SecretKey })},
 		{env: "PRCHAT_SECRET_KEY_FILE", def: "", help: "file holding the secret key when PRCHAT_SECRET_KEY is empty, made (random, owner-only) by the first process that finds none; empty: secret.key in the data directory", set: cliflag.String(func(c *Config) *string { return &c.SecretKeyFile })},
 		{env: "PRCHAT_OLLAMA_BASE_URL", def: "http://127.0.0.1:11434/v1", help: "Ollama's OpenAI-compatible endpoint (provider ollama)", set: cliflag.String(func(c *Config) *string { return &c.OllamaBaseURL })},

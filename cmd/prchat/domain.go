@@ -55,6 +55,7 @@ type domainSettings struct {
 	questionsPerToken chat.Rate
 	commentPoll       time.Duration
 	commentLease      time.Duration
+	webhookAskers     string
 	commentBackoff    time.Duration
 }
 
@@ -106,7 +107,7 @@ func newDomain(s domainSettings, p domainParts) (*domain, error) {
 		return nil, err
 	}
 	// Questions from PR comments, answered back on their forge.
-	if d.webhooks, err = chat.NewWebhooks(chat.WebhooksConfig{Poll: s.commentPoll, Lease: s.commentLease, Backoff: s.commentBackoff, QuestionsPerRepo: s.questionsPerRepo},
+	if d.webhooks, err = chat.NewWebhooks(chat.WebhooksConfig{Poll: s.commentPoll, Lease: s.commentLease, Backoff: s.commentBackoff, QuestionsPerRepo: s.questionsPerRepo, Askers: s.webhookAskers},
 		chat.WebhooksDeps{Comments: p.store, Store: p.store, Turns: d.turns, Admin: d.admin, Catalog: catalog, Forges: p.forges,
 			Limiter: p.limiter, Observer: p.replies, Masker: m, Logger: p.log}); err != nil {
 		return nil, err

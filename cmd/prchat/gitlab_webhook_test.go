@@ -23,9 +23,11 @@ const testGitLabSecret = "gitlab-webhook-secret-42"
 // glPayload fills testdata/gitlab/note_merge_request.json.
 type glPayload struct {
 	Repo, Username, CloneURL string
-	IID                      int
-	NoteID                   int64
-	Discussion, Body, Type   string
+	// UserID is the note author's id (default 1).
+	UserID                 int64
+	IID                    int
+	NoteID                 int64
+	Discussion, Body, Type string
 	// A diff note's position.
 	Path               string
 	StartLine, EndLine int
@@ -39,6 +41,9 @@ func glNotePayload(t *testing.T, p glPayload) []byte {
 	t.Helper()
 	if p.Repo == "" {
 		p.Repo = "acme/widget"
+	}
+	if p.UserID == 0 {
+		p.UserID = 1
 	}
 	if p.Username == "" {
 		p.Username = "reviewer"

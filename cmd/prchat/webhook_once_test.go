@@ -59,7 +59,9 @@ func (e *env) commentState(forge string, commentID int64) string {
 // posted exactly once, on GitHub and on GitLab: no client retries the post,
 // and the outbox finds its marker before it posts again.
 func TestWebhookReplyPostedOnce(t *testing.T) {
-	t.Parallel()
+	// Not parallel with other tests: its six daemons run together, and
+	// then leave the timing-bound tests (the App token cache) to run
+	// without them.
 	for _, m := range modes(t) {
 		t.Run(m.name+"/github", func(t *testing.T) {
 			t.Parallel()

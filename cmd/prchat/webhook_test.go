@@ -44,6 +44,8 @@ type ghPayload struct {
 	Private      bool
 	Installation int64
 	OnIssue      bool
+	// Association is the comment's author_association (default MEMBER).
+	Association string
 	// Review comments.
 	Path        string
 	StartLine   string // JSON: a number or null
@@ -70,6 +72,9 @@ func payload(t *testing.T, file string, p ghPayload) []byte {
 	}
 	if p.Login == "" {
 		p.Login = "reviewer"
+	}
+	if p.Association == "" {
+		p.Association = "MEMBER"
 	}
 	if p.UserType == "" {
 		p.UserType = "User"

@@ -183,6 +183,7 @@ func (d *daemon) newDomain(cfg Config, r role, o options, base *mask.Masker, bac
 		commentPoll:       o.commentPoll,
 		commentBackoff:    o.commentBackoff,
 		commentLease:      o.commentLease,
+		webhookAskers:     cfg.WebhookAskers,
 	}, parts)
 }
 

@@ -252,19 +252,48 @@ func (c *Client) PullRequest(ctx context.Context, ref chat.CommentRef) (string, 
 	return pr.GetHead().GetSHA(), pr.GetBase().GetSHA(), nil
 }
 
-// React adds 👀 to the comment.
-func (c *Client) React(ctx context.Context, ref chat.CommentRef) error {
+// React adds a reaction (eyes, confused) to the comment.
+func (c *Client) React(ctx context.Context, ref chat.CommentRef, reaction string) error {
 	cl, err := c.client(ctx, ref.Repository, ref.Installation)
 	if err != nil {
 		return err
 	}
 	owner, name := split(ref.Repository)
 	if ref.Thread != "" {
-		_, _, err = cl.Reactions.CreatePullRequestCommentReaction(ctx, owner, name, ref.CommentID, "eyes")
+		_, _, err = cl.Reactions.CreatePullRequestCommentReaction(ctx, owner, name, ref.CommentID, reaction)
 	} else {
-		_, _, err = cl.Reactions.CreateIssueCommentReaction(ctx, owner, name, ref.CommentID, "eyes")
+		_, _, err = cl.Reactions.CreateIssueCommentReaction(ctx, owner, name, ref.CommentID, reaction)
 	}
 	return wrap(fmt.Sprintf("react to comment %d of %s", ref.CommentID, ref.Repository), err)
+}
+
+// Standing tells what a comment's author is to the repository: OWNER and
+// COLLABORATOR can push; a MEMBER can when the collaborator permission API
+// says write, maintain or admin, else is a member; anyone else
+// (CONTRIBUTOR, FIRST_TIMER, NONE, ...) neither.
+func (c *Client) Standing(ctx context.Context, ref chat.CommentRef, author chat.Author) (chat.Standing, error) {
+	switch author.Association {
+	case "OWNER", "COLLABORATOR":
+		return chat.StandingWriter, nil
+	case "MEMBER":
+	default:
+		return chat.StandingOther, nil
+	}
+	cl, err := c.client(ctx, ref.Repository, ref.Installation)
+	if err != nil {
+		return chat.StandingOther, err
+	}
+	owner, name := split(ref.Repository)
+	p, _, err := cl.Repositories.GetPermissionLevel(ctx, owner, name, author.Login)
+	if err != nil {
+		return chat.StandingOther, wrap(fmt.Sprintf("get the permission of %s on %s", author.Login, ref.Repository), err)
+	}
+	// permission is admin, write, read or none; maintain reads as write.
+	switch p.GetPermission() {
+	case "admin", "write", "maintain":
+		return chat.StandingWriter, nil
+	}
+	return chat.StandingMember, nil
 }
 
 // FindReply returns the id of a comment of the PR (in the review thread for

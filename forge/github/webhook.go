@@ -95,7 +95,8 @@ func (w *Webhook) Read(ctx context.Context, h http.Header, body func() ([]byte, 
 			d.Ignored = "the comment is on an issue, not a pull request"
 			return d, nil
 		}
-		q = chat.Comment{PR: e.GetIssue().GetNumber(), CommentID: e.GetComment().GetID(), Installation: e.GetInstallation().GetID()}
+		q = chat.Comment{PR: e.GetIssue().GetNumber(), CommentID: e.GetComment().GetID(), Installation: e.GetInstallation().GetID(),
+			Author: chat.Author{Login: author.GetLogin(), ID: author.GetID(), Association: e.GetComment().GetAuthorAssociation()}}
 	case *gh.PullRequestReviewCommentEvent:
 		action, sender, repo = e.GetAction(), e.GetSender(), e.GetRepo()
 		cm := e.GetComment()
@@ -115,6 +116,7 @@ func (w *Webhook) Read(ctx context.Context, h http.Header, body func() ([]byte, 
 			Focus:        reviewCommentFocus(cm),
 			HeadSHA:      e.GetPullRequest().GetHead().GetSHA(),
 			BaseSHA:      e.GetPullRequest().GetBase().GetSHA(),
+			Author:       chat.Author{Login: author.GetLogin(), ID: author.GetID(), Association: cm.GetAuthorAssociation()},
 		}
 	default:
 		d.Ignored = "event " + strconv.Quote(event) + " is not acted on"

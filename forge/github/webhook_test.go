@@ -58,7 +58,7 @@ func TestWebhookRead(t *testing.T) {
 	want := chat.Delivery{Event: "pull_request_review_comment", AutoRegister: true, Comment: chat.Comment{
 		Forge: chat.ForgeGitHub, DeliveryID: "d-1", Repository: "acme/widget", CloneURL: "https://github.com/acme/widget.git",
 		HTMLURL: "https://github.com/acme/widget", PR: 7, CommentID: 11, Question: "Why this lock?", Thread: "10", Installation: 5,
-		HeadSHA: "h1", BaseSHA: "b1",
+		HeadSHA: "h1", BaseSHA: "b1", Author: chat.Author{Login: "reviewer"},
 		Focus: &chat.Focus{Kind: chat.FocusSection, Anchors: []chat.Anchor{{Path: "a/b.go", StartLine: 3, EndLine: 5}}},
 	}}
 	if diff := cmp.Diff(want, d); diff != "" {

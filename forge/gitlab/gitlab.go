@@ -120,11 +120,36 @@ func (c *Client) PullRequest(ctx context.Context, ref chat.CommentRef) (string, 
 	return head, mr.DiffRefs.BaseSha, nil
 }
 
-// React awards 👀 to the note.
-func (c *Client) React(ctx context.Context, ref chat.CommentRef) error {
+// React awards an emoji to the note: eyes (👀), or confused (😕, GitLab's
+// award of that name) for a refused /ask.
+func (c *Client) React(ctx context.Context, ref chat.CommentRef, reaction string) error {
 	_, _, err := c.api.AwardEmoji.CreateMergeRequestAwardEmojiOnNote(ref.Repository, int64(ref.PR), ref.CommentID,
-		&gl.CreateAwardEmojiOptions{Name: "eyes"}, gl.WithContext(ctx))
+		&gl.CreateAwardEmojiOptions{Name: reaction}, gl.WithContext(ctx))
 	return wrap(fmt.Sprintf("award an emoji to note %d of %s!%d", ref.CommentID, ref.Repository, ref.PR), err)
+}
+
+// Standing tells what a note's author is to the project, by their access
+// level (direct or inherited from its groups): Developer (30) or higher
+// can push; Guest, Planner and Reporter are members; a user who is no
+// member is neither.
+func (c *Client) Standing(ctx context.Context, ref chat.CommentRef, author chat.Author) (chat.Standing, error) {
+	if author.ID <= 0 {
+		return chat.StandingOther, nil
+	}
+	m, resp, err := c.api.ProjectMembers.GetInheritedProjectMember(ref.Repository, author.ID, gl.WithContext(ctx))
+	if resp != nil && resp.StatusCode == http.StatusNotFound {
+		return chat.StandingOther, nil
+	}
+	if err != nil {
+		return chat.StandingOther, wrap(fmt.Sprintf("get the membership of %s in %s", author.Login, ref.Repository), err)
+	}
+	switch {
+	case m.AccessLevel >= gl.DeveloperPermissions:
+		return chat.StandingWriter, nil
+	case m.AccessLevel > gl.NoPermissions:
+		return chat.StandingMember, nil
+	}
+	return chat.StandingOther, nil
 }
 
 // FindReply returns the id of a note of the discussion whose body holds

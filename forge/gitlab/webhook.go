@@ -103,6 +103,9 @@ func (w *Webhook) Read(ctx context.Context, h http.Header, body func() ([]byte, 
 		Question:   question,
 		Discussion: a.DiscussionID,
 	}
+	if e.User != nil {
+		q.Author = chat.Author{Login: e.User.Username, ID: e.User.ID}
+	}
 	// A note in a thread (on the diff, or a started discussion) continues
 	// the thread's conversation; a plain note the MR's timeline one.
 	if a.Type == "DiffNote" || a.Type == "DiscussionNote" {

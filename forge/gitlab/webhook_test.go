@@ -46,7 +46,8 @@ func TestWebhookRead(t *testing.T) {
 		Forge: chat.ForgeGitLab, DeliveryID: "note:31", Repository: "acme/platform/widget",
 		CloneURL: "https://gitlab.com/acme/platform/widget.git", HTMLURL: "https://gitlab.com/acme/platform/widget",
 		PR: 4, CommentID: 31, Question: "Why?", Thread: "d9", Discussion: "d9", HeadSHA: "h1", BaseSHA: "b1",
-		Focus: &chat.Focus{Kind: chat.FocusSection, Anchors: []chat.Anchor{{Path: "a.go", StartLine: 8, EndLine: 12}}},
+		Author: chat.Author{Login: "reviewer", ID: 1},
+		Focus:  &chat.Focus{Kind: chat.FocusSection, Anchors: []chat.Anchor{{Path: "a.go", StartLine: 8, EndLine: 12}}},
 	}}
 	if diff := cmp.Diff(want, d); diff != "" {
 		t.Errorf("delivery (-want +got):\n%s", diff)

@@ -88,7 +88,8 @@ type Server struct {
 	tokens    map[string]token
 	installs  map[string]int64 // repo -> installation
 	nextID    int64
-	hold      chan struct{} // non-nil: posts wait for it after storing
+	perms     map[string]string // repo/login -> permission
+	hold      chan struct{}     // non-nil: posts wait for it after storing
 	gitCalls  []Call
 }
 
@@ -102,7 +103,7 @@ func New(t *testing.T) *Server {
 	s := &Server{
 		Core: &forgetest.Core{}, t: t, Token: "ghp_faketoken0123456789", Login: "prchat-bot", Slug: "prchat", AppID: 4242, Key: key,
 		pulls: map[string]pull{}, issue: map[string][]Comment{}, review: map[string][]Comment{},
-		tokens: map[string]token{}, installs: map[string]int64{}, nextID: 900000,
+		tokens: map[string]token{}, installs: map[string]int64{}, nextID: 900000, perms: map[string]string{},
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /user", s.user)
@@ -110,6 +111,7 @@ func New(t *testing.T) *Server {
 	mux.HandleFunc("GET /repos/{owner}/{repo}/installation", s.installation)
 	mux.HandleFunc("POST /app/installations/{id}/access_tokens", s.accessToken)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/pulls/{n}", s.getPull)
+	mux.HandleFunc("GET /repos/{owner}/{repo}/collaborators/{user}/permission", s.permission)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/issues/{n}/comments", s.listIssueComments)
 	mux.HandleFunc("POST /repos/{owner}/{repo}/issues/{n}/comments", s.createIssueComment)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/pulls/{n}/comments", s.listReviewComments)
@@ -219,6 +221,27 @@ func (s *Server) AddReviewComment(repo string, pr int, c Comment) {
 	defer s.mu.Unlock()
 	k := fmt.Sprintf("%s#%d", repo, pr)
 	s.review[k] = append(s.review[k], c)
+}
+
+// SetPermission sets login's collaborator permission on repo (admin,
+// write, read or none); a user with none set has write.
+func (s *Server) SetPermission(repo, login, permission string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.perms[repo+"/"+login] = permission
+}
+
+func (s *Server) permission(w http.ResponseWriter, r *http.Request) {
+	if !s.authorized(w, r, repoOf(r)) {
+		return
+	}
+	s.mu.Lock()
+	p, ok := s.perms[repoOf(r)+"/"+r.PathValue("user")]
+	s.mu.Unlock()
+	if !ok {
+		p = "write"
+	}
+	forgetest.WriteJSON(w, http.StatusOK, map[string]any{"permission": p, "role_name": p, "user": map[string]string{"login": r.PathValue("user")}})
 }
 
 // Install makes repo reachable through App installation id.

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"sync"
 	"testing"
@@ -57,6 +58,7 @@ type Server struct {
 	discussions map[string]map[string][]Note // project!iid -> discussion -> notes
 	awards      []Award
 	nextID      int64
+	access      map[string]int // project/user id -> access level
 }
 
 // New starts a fake GitLab API, closed when the test ends.
@@ -64,12 +66,13 @@ func New(t *testing.T) *Server {
 	t.Helper()
 	s := &Server{
 		Core: &forgetest.Core{EscapedPaths: true}, Token: "glpat-fake0123456789", Username: "prchat-bot",
-		mrs: map[string][2]string{}, discussions: map[string]map[string][]Note{}, nextID: 500000,
+		mrs: map[string][2]string{}, discussions: map[string]map[string][]Note{}, nextID: 500000, access: map[string]int{},
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/v4/user", s.user)
 	mux.HandleFunc("GET /api/v4/projects/{project}/merge_requests/{iid}", s.getMR)
 	mux.HandleFunc("POST /api/v4/projects/{project}/merge_requests/{iid}/notes/{note}/award_emoji", s.award)
+	mux.HandleFunc("GET /api/v4/projects/{project}/members/all/{user}", s.member)
 	mux.HandleFunc("GET /api/v4/projects/{project}/merge_requests/{iid}/discussions/{d}", s.getDiscussion)
 	mux.HandleFunc("POST /api/v4/projects/{project}/merge_requests/{iid}/discussions/{d}/notes", s.addNote)
 	s.Server = httptest.NewServer(s.Handler(s.authorized(mux)))
@@ -105,6 +108,35 @@ func (s *Server) Notes(project string, iid int, discussion string) []Note {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Note(nil), s.discussions[key(project, iid)][discussion]...)
+}
+
+// SetAccess sets the access level of user id in project (10 Guest, 20
+// Reporter, 30 Developer, 40 Maintainer, 50 Owner; 0: not a member). A
+// user with none set is a Developer.
+func (s *Server) SetAccess(project string, user int64, level int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.access[fmt.Sprintf("%s/%d", project, user)] = level
+}
+
+func (s *Server) member(w http.ResponseWriter, r *http.Request) {
+	project, err := url.PathUnescape(r.PathValue("project"))
+	if err != nil {
+		forgetest.WriteJSON(w, http.StatusBadRequest, map[string]string{"message": "bad project"})
+		return
+	}
+	s.mu.Lock()
+	level, ok := s.access[project+"/"+r.PathValue("user")]
+	s.mu.Unlock()
+	if !ok {
+		level = 30
+	}
+	if level == 0 {
+		forgetest.WriteJSON(w, http.StatusNotFound, map[string]string{"message": "404 Not found"})
+		return
+	}
+	id, _ := strconv.ParseInt(r.PathValue("user"), 10, 64)
+	forgetest.WriteJSON(w, http.StatusOK, map[string]any{"id": id, "access_level": level})
 }
 
 // Awards returns the emoji awarded.
