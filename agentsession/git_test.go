@@ -3,14 +3,15 @@ package agentsession_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/prchat/prchat/agentsession"
+	"github.com/prchat/prchat/chat/chattest"
 )
 
 func TestGitError(t *testing.T) {
@@ -60,23 +61,18 @@ func TestCommandKillsProcessGroup(t *testing.T) {
 	if err != nil {
 		t.Fatalf("grandchild pid %q: %v", buf[:n], err)
 	}
-	start := time.Now()
+	t.Cleanup(func() {
+		if alive(pid) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
 	cancel()
-	werr := cmd.Wait()
-	if werr == nil {
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	if werr := chattest.Receive(t, "Wait to return after the cancel", waited); werr == nil {
 		t.Error("Wait after cancel = nil error")
 	}
-	if d := time.Since(start); d > 3*time.Second {
-		t.Errorf("Wait returned %v after the cancel", d)
-	}
-	deadline := time.Now().Add(2 * time.Second)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			t.Fatalf("grandchild %d survived the cancel", pid)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	chattest.Eventually(t, fmt.Sprintf("grandchild %d to end with the cancel", pid), func() bool { return !alive(pid) })
 }
 
 // alive reports whether process pid runs (a zombie does not).

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prchat/prchat/chat/chattest"
 )
 
 func TestSessionLocks(t *testing.T) {
@@ -42,18 +44,14 @@ func TestSessionLocks(t *testing.T) {
 	}()
 	r1()
 	r1() // a second release is a no-op
+	// A while for a wrong grant to show, not a wait for a condition.
 	select {
 	case <-got:
 		t.Fatal("the writer got the lock while a reader still held it")
 	case <-time.After(50 * time.Millisecond):
 	}
 	r2()
-	var w func()
-	select {
-	case w = <-got:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the writer did not get the lock once the readers left")
-	}
+	w := chattest.Receive(t, "the writer to get the lock once the readers left", got)
 	short2, cancel2 := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel2()
 	if _, err := l.RLock(short2, "s"); err == nil {
@@ -82,7 +80,7 @@ func TestSessionLocksExclusive(t *testing.T) {
 			if n > most.Load() {
 				most.Store(n)
 			}
-			time.Sleep(time.Millisecond)
+			time.Sleep(time.Millisecond) // holds the lock a while, for an overlap to show
 			inside.Add(-1)
 			unlock()
 		})

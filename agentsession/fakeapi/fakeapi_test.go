@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/prchat/prchat/agentsession/fakeapi"
+	"github.com/prchat/prchat/chat/chattest"
 )
 
 type request struct {
@@ -139,7 +140,9 @@ func TestServerWait(t *testing.T) {
 	t.Parallel()
 	var s *fakeapi.Server
 	waited := make(chan bool, 1)
+	arrived := make(chan struct{})
 	s = fakeapi.Start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
 		waited <- s.Wait(r, 0, r.URL.Path == "/hang")
 	}))
 	go func() {
@@ -147,15 +150,10 @@ func TestServerWait(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	time.Sleep(50 * time.Millisecond)
+	chattest.Receive(t, "the hanging request", arrived)
 	s.Close()
-	select {
-	case ok := <-waited:
-		if ok {
-			t.Error("Wait of a hang reported true after Close")
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Close did not end a hanging reply")
+	if ok := chattest.Receive(t, "Close to end a hanging reply", waited); ok {
+		t.Error("Wait of a hang reported true after Close")
 	}
 
 	var s2 *fakeapi.Server
@@ -169,7 +167,7 @@ func TestServerWait(t *testing.T) {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
-	if ok := <-waited; ok {
+	if ok := chattest.Receive(t, "the delay to end with its client", waited); ok {
 		t.Error("Wait of a long delay reported true after the client went away")
 	}
 }

@@ -397,7 +397,8 @@ func TestRateLimitedThenAnswers(t *testing.T) {
 	if res.Text == "" || res.Usage.Calls != 1 {
 		t.Errorf("result = %+v, want an answer from 1 call", res)
 	}
-	// The backoff is at most 5ms: only Retry-After makes the call wait 1s.
+	// The backoff is at most 5ms: only Retry-After makes the call wait 1s
+	// (a lower bound a loaded machine cannot break).
 	if took < time.Second {
 		t.Errorf("answered after %v, before the 1s Retry-After", took)
 	}
@@ -450,7 +451,9 @@ func TestHungStream(t *testing.T) {
 	if got := chat.FailureReason(err, ""); got != chat.ReasonTimeout {
 		t.Fatalf("Run = %v (reason %q), want timeout", err, got)
 	}
-	if d := time.Since(start); d < 300*time.Millisecond || d > 5*time.Second {
+	// A lower bound a loaded machine cannot break; how many attempts were
+	// made is counted below.
+	if d := time.Since(start); d < 300*time.Millisecond {
 		t.Errorf("took %v, want two 150ms attempts", d)
 	}
 	if n := len(e.fake.Requests()); n != 2 {

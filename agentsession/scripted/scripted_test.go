@@ -12,6 +12,7 @@ import (
 	"github.com/prchat/prchat/agentsession/agentsessiontest"
 	"github.com/prchat/prchat/agentsession/scripted"
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/chat/chattest"
 )
 
 func TestConformance(t *testing.T) {
@@ -178,14 +179,15 @@ func TestWait(t *testing.T) {
 		_, err := b.Run(t.Context(), chat.RunRequest{}, func(chat.Event) { close(emitted) })
 		done <- err
 	}()
-	<-emitted
+	chattest.Receive(t, "the step's event", emitted)
+	// A while for a Run that ignores Wait to show, not a wait for a condition.
 	select {
 	case err := <-done:
 		t.Fatalf("Run returned before Wait was closed: %v", err)
 	case <-time.After(50 * time.Millisecond):
 	}
 	close(release)
-	if err := <-done; err != nil {
+	if err := chattest.Receive(t, "Run to return once Wait closed", done); err != nil {
 		t.Errorf("Run after Wait closed = %v", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	goopenai "github.com/sashabaranov/go-openai"
 
 	"github.com/prchat/prchat/agentsession/fakeapi/chatcompletions"
+	"github.com/prchat/prchat/chat/chattest"
 )
 
 func setup(t *testing.T) (*chatcompletions.Server, *goopenai.Client) {
@@ -296,10 +297,13 @@ func TestHandlerAndHang(t *testing.T) {
 	if _, err := stream.Recv(); err != nil {
 		t.Fatalf("first chunk: %v", err)
 	}
-	start := time.Now()
-	_, err = stream.Recv()
-	if err == nil || time.Since(start) > 2*time.Second {
-		t.Errorf("hanging stream gave %v after %v, want an error at the deadline", err, time.Since(start))
+	recvd := make(chan error, 1)
+	go func() {
+		_, err := stream.Recv()
+		recvd <- err
+	}()
+	if err := chattest.Receive(t, "the hanging stream to end at the deadline", recvd); err == nil {
+		t.Errorf("hanging stream gave %v, want an error at the deadline", err)
 	}
 }
 
@@ -315,14 +319,8 @@ func TestCloseEndsHangs(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	for len(s.Requests()) == 0 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	chattest.Eventually(t, "the hanging request", func() bool { return len(s.Requests()) > 0 })
 	done := make(chan struct{})
 	go func() { s.Close(); s.Close(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(3 * time.Second):
-		t.Fatal("Close blocked on a hanging reply")
-	}
+	chattest.Receive(t, "Close to return while a reply hung", done)
 }

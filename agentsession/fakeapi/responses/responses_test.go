@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/prchat/prchat/agentsession/fakeapi/responses"
+	"github.com/prchat/prchat/chat/chattest"
 )
 
 // post sends a Responses API request and returns the status and the
@@ -159,13 +160,7 @@ func TestHangEndsWithTheClient(t *testing.T) {
 	if _, _, _, err := post(t, ctx, s, body, nil); err == nil {
 		t.Error("a hung request answered")
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for s.Inflight() != 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if n := s.Inflight(); n != 0 {
-		t.Errorf("%d requests still in flight after the client left", n)
-	}
+	chattest.Eventually(t, "no request in flight after the client left", func() bool { return s.Inflight() == 0 })
 	// Close releases a request that still hangs.
 	released := make(chan struct{})
 	go func() {
@@ -176,15 +171,9 @@ func TestHangEndsWithTheClient(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	for s.Inflight() == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	chattest.Eventually(t, "the second request to hang", func() bool { return s.Inflight() > 0 })
 	closed := make(chan struct{})
 	go func() { s.Close(); close(closed) }()
-	select {
-	case <-closed:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Close blocked on a hung request")
-	}
-	<-released
+	chattest.Receive(t, "Close to return while a request hung", closed)
+	chattest.Receive(t, "the hung request to end with Close", released)
 }
