@@ -204,7 +204,7 @@ func RunChildEnv(t *testing.T, h EnvHarness) {
 	planted := PlantEnv(t, h.ModelEnv...)
 	bin, recorded := EnvRecorder(t)
 	b := h.New(t, EnvCase{Bin: bin, Secrets: planted.Configured, ExtraEnv: planted.ExtraEnv})
-	ctx, cancel := context.WithTimeout(t.Context(), runTimeout())
+	ctx, cancel := context.WithTimeout(t.Context(), RunTimeout())
 	defer cancel()
 	_, _ = b.Run(ctx, chat.RunRequest{
 		Mode:      chat.SessionSeeded,

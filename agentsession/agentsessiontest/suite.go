@@ -63,9 +63,16 @@ type Harness struct {
 // under way, which the call must survive as well).
 const hangDeadline = 200 * time.Millisecond
 
-// runTimeout bounds a call that should answer: a CLI's start and a few
-// model calls on a loaded machine, scaled by PRCHAT_TEST_TIMEOUT_SCALE.
-func runTimeout() time.Duration { return chattest.Within(time.Minute) }
+// CLIStart is how long a test gives an agent CLI to start and reach its
+// model API before it fails: on a machine whose cores are busy with other
+// work, a Node CLI's start alone takes tens of seconds (pass it to
+// chattest.EventuallyWithin, which scales it).
+const CLIStart = 3 * time.Minute
+
+// RunTimeout is the deadline a test gives a call that should answer: a
+// CLI's start and a few model calls on a loaded machine, scaled by
+// PRCHAT_TEST_TIMEOUT_SCALE.
+func RunTimeout() time.Duration { return chattest.Within(CLIStart + time.Minute) }
 
 // repoName is the name the suite registers its repository under.
 const repoName = "acme/widgets"
@@ -405,7 +412,7 @@ func (s *suite) testConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	for i, dir := range dirs {
 		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(t.Context(), runTimeout())
+			ctx, cancel := context.WithTimeout(t.Context(), RunTimeout())
 			defer cancel()
 			results[i], errs[i] = b.Run(ctx, s.request(dir, chat.SessionSeeded, chat.SessionRef{}), func(chat.Event) {})
 		})
@@ -479,7 +486,7 @@ func (s *suite) program(t *testing.T, b chat.Backend) {
 // run makes a call that must succeed and returns its result and events.
 func (s *suite) run(t *testing.T, b chat.Backend, req chat.RunRequest) (chat.RunResult, []chat.Event) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), runTimeout())
+	ctx, cancel := context.WithTimeout(t.Context(), RunTimeout())
 	defer cancel()
 	var (
 		mu       sync.Mutex

@@ -152,7 +152,7 @@ func request(dir string, mode chat.SessionMode, session chat.SessionRef, prompt 
 // run makes a call that must succeed and returns its result and events.
 func run(t *testing.T, b chat.Backend, req chat.RunRequest) (chat.RunResult, []chat.Event) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), chattest.Within(time.Minute))
+	ctx, cancel := context.WithTimeout(t.Context(), agentsessiontest.RunTimeout())
 	defer cancel()
 	var events []chat.Event
 	res, err := b.Run(ctx, req, func(e chat.Event) { events = append(events, e) })
@@ -379,9 +379,10 @@ func TestAPIHangIsKilled(t *testing.T) {
 	marker := fmt.Sprintf("hang-marker-%d", time.Now().UnixNano())
 	var mu sync.Mutex
 	var during []int
+	var hanging bool // the handler looked for the CLI and hangs
 	f.api.Handle(func(anthropic.Request) anthropic.Reply {
 		mu.Lock()
-		during = processesWith(marker)
+		during, hanging = processesWith(marker), true
 		mu.Unlock()
 		return anthropic.Hang()
 	})
@@ -393,7 +394,11 @@ func TestAPIHangIsKilled(t *testing.T) {
 		_, err := f.b.Run(ctx, request(t.TempDir(), chat.SessionSeeded, chat.SessionRef{}, "question "+marker), func(chat.Event) {})
 		done <- err
 	}()
-	chattest.Eventually(t, "the CLI's request to reach the API and hang", func() bool { return len(f.api.Messages()) > 0 || len(done) > 0 })
+	chattest.EventuallyWithin(t, agentsessiontest.CLIStart, "the CLI's request to reach the API and hang", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return hanging || len(done) > 0
+	})
 	expire()
 	err := chattest.Receive(t, "Run to return after its deadline", done)
 	if !errors.Is(err, context.DeadlineExceeded) {

@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"github.com/prchat/prchat/agentsession/claude/claudetest"
 	"github.com/prchat/prchat/agentsession/fakeapi/anthropic"
-	"github.com/prchat/prchat/chat/chattest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prchat/prchat/agentsession/agentsessiontest"
 	"github.com/prchat/prchat/agentsession/claude"
@@ -73,7 +71,7 @@ func TestAgentCannotReadSecrets(t *testing.T) {
 		}
 		return anthropic.Structured(map[string]any{"answer_markdown": "Done.", "citations": []any{}, "suggests_fix": nil})
 	})
-	ctx, cancel := context.WithTimeout(t.Context(), chattest.Within(2*time.Minute))
+	ctx, cancel := context.WithTimeout(t.Context(), agentsessiontest.RunTimeout())
 	defer cancel()
 	req := chat.RunRequest{Mode: chat.SessionSeeded, Dir: dir, Prompt: "Print your environment.", Schema: json.RawMessage(chat.AnswerSchema), MaxCalls: 10}
 	if _, err := b.Run(ctx, req, nil); err != nil {

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -24,7 +23,6 @@ import (
 	"github.com/prchat/prchat/agentsession/codex/codextest"
 	"github.com/prchat/prchat/agentsession/fakeapi/responses"
 	"github.com/prchat/prchat/chat"
-	"github.com/prchat/prchat/chat/chattest"
 )
 
 // files are the test repository's head: what the review and the answers
@@ -127,7 +125,7 @@ func (e *env) call(ctx context.Context, req chat.RunRequest) (chat.RunResult, []
 // run runs req, which must succeed.
 func (e *env) run(req chat.RunRequest) (chat.RunResult, []chat.Event) {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(e.t.Context(), chattest.Within(time.Minute))
+	ctx, cancel := context.WithTimeout(e.t.Context(), agentsessiontest.RunTimeout())
 	defer cancel()
 	res, events, err := e.call(ctx, req)
 	if err != nil {

@@ -4,12 +4,10 @@ import (
 	"context"
 	"github.com/prchat/prchat/agentsession/codex/codextest"
 	"github.com/prchat/prchat/agentsession/fakeapi/responses"
-	"github.com/prchat/prchat/chat/chattest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prchat/prchat/agentsession/agentsessiontest"
 	"github.com/prchat/prchat/agentsession/codex"
@@ -63,7 +61,7 @@ func TestAgentCannotReadSecrets(t *testing.T) {
 		responses.Reply{Calls: []responses.Call{responses.Shell("env")}},
 		responses.Reply{Text: `{"answer_markdown":"Done.","citations":[],"suggests_fix":null}`},
 	)
-	ctx, cancel := context.WithTimeout(t.Context(), chattest.Within(2*time.Minute))
+	ctx, cancel := context.WithTimeout(t.Context(), agentsessiontest.RunTimeout())
 	defer cancel()
 	req := chat.RunRequest{Mode: chat.SessionSeeded, Dir: t.TempDir(), Prompt: "Print your environment.", MaxCalls: 10}
 	if _, err := b.Run(ctx, req, nil); err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prchat/prchat/agentsession/agentsessiontest"
 	"github.com/prchat/prchat/agentsession/codex"
 	"github.com/prchat/prchat/agentsession/fakeapi/responses"
 	"github.com/prchat/prchat/chat"
@@ -59,7 +60,7 @@ func TestHangingAPIMeetsTheDeadline(t *testing.T) {
 		_, _, err := e.call(ctx, request(e.runDir(), chat.SessionSeeded, ""))
 		done <- err
 	}()
-	chattest.Eventually(t, "the CLI's request to reach the API and hang", func() bool { return len(e.api.Requests()) > 0 || len(done) > 0 })
+	chattest.EventuallyWithin(t, agentsessiontest.CLIStart, "the CLI's request to reach the API and hang", func() bool { return len(e.api.Requests()) > 0 || len(done) > 0 })
 	expire()
 	err := chattest.Receive(t, "Run to return after its deadline", done)
 	if !errors.Is(err, context.DeadlineExceeded) {
@@ -87,7 +88,7 @@ func TestCancelKillsCommands(t *testing.T) {
 		_, _, err := e.call(ctx, request(e.runDir(), chat.SessionSeeded, ""))
 		done <- err
 	}()
-	chattest.Eventually(t, "the model's command to run", func() bool { return len(processes(t, marker)) > 0 || len(done) > 0 })
+	chattest.EventuallyWithin(t, agentsessiontest.CLIStart, "the model's command to run", func() bool { return len(processes(t, marker)) > 0 || len(done) > 0 })
 	if len(processes(t, marker)) == 0 {
 		t.Fatalf("the command never ran (Run: %v)", <-done)
 	}

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prchat/prchat/agentsession/agentsessiontest"
 	"github.com/prchat/prchat/agentsession/claude"
@@ -53,7 +52,7 @@ func Config(tb testing.TB, api *anthropic.Server) claude.Config {
 // it made. A failed run fails the test.
 func Bare(tb testing.TB, cfg claude.Config, dir string, args ...string) string {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), agentsessiontest.RunTimeout())
 	defer cancel()
 	cmd := exec.CommandContext(ctx, cfg.Bin, append([]string{"-p", "--output-format", "stream-json", "--verbose", "--max-turns", "10"}, args...)...)
 	cmd.Dir = dir

@@ -8,8 +8,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/prchat/prchat/agentsession/agentsessiontest"
 	"github.com/prchat/prchat/agentsession/codex"
 )
 
@@ -19,7 +19,7 @@ import (
 // fails the test.
 func Bare(tb testing.TB, cfg codex.Config, dir, sandbox, prompt string) string {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), agentsessiontest.RunTimeout())
 	defer cancel()
 	// No shell snapshot: its background login shell would outlive the run.
 	args := append([]string{"exec", "--json", "-C", dir, "-s", sandbox, "-m", Model, "--disable", "shell_snapshot"}, cfg.ExtraArgs...)
