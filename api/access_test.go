@@ -21,6 +21,7 @@ import (
 	"github.com/prchat/prchat/agentsession/agentsessiontest"
 	"github.com/prchat/prchat/api"
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/chat/chattest"
 )
 
 // tokens are the tokens of an access fixture, by what they are.
@@ -378,13 +379,7 @@ func TestOpenUntilATokenExists(t *testing.T) {
 	if _, _, err := cli.CreateToken(context.Background(), "first", chat.ScopeAdmin, nil); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(3 * time.Second)
-	for f.c.send(t, "GET", "/api/v1/repos", nil).status != 401 {
-		if time.Now().After(deadline) {
-			t.Fatal("a token made by another process is not enforced after 3s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	chattest.Eventually(t, "a token made by another process to be enforced", func() bool { return f.c.send(t, "GET", "/api/v1/repos", nil).status == 401 })
 }
 
 // TestRegistrationChecks: clone paths must be git repositories under the

@@ -19,6 +19,7 @@ import (
 	"github.com/prchat/prchat/agentsession/scripted"
 	"github.com/prchat/prchat/api"
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/chat/chattest"
 )
 
 // liveStep is a scripted agent call that reports tool steps and text, then
@@ -88,7 +89,7 @@ func TestShutdownTellsStreamsToReconnect(t *testing.T) {
 	}
 	feed := f.c.stream(t, "/api/v1/repos/"+repoName+"/events", "FeedEvent")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), chattest.Patience())
 	defer cancel()
 	start := time.Now()
 	if err := f.srv.Shutdown(ctx); err != nil {
@@ -265,7 +266,7 @@ func TestStalledSubscriberBlocksNothing(t *testing.T) {
 	if got[len(got)-1].Type != "done" || len(got) != 3000+5 {
 		t.Fatalf("the reading subscriber got %d events ending in %s", len(got), got[len(got)-1].Type)
 	}
-	<-done
+	chattest.Receive(t, "the run to end", done)
 }
 
 // TestPingsKeepIdleStreamsOpen: an idle stream gets ": ping" comments.
@@ -282,7 +283,7 @@ func TestPingsKeepIdleStreamsOpen(t *testing.T) {
 	if ev, ok := s.Next(); !ok || ev.Type != "state" {
 		t.Fatalf("first event = %+v", ev)
 	}
-	time.Sleep(150 * time.Millisecond)
+	time.Sleep(150 * time.Millisecond) // the stream stays idle a while: the behaviour under test
 	close(release)
 	s.All()
 	if s.Pings < 2 {
@@ -329,8 +330,9 @@ func TestRepositoryFeed(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	v := f.review("local", nil)
+	// The feed follows from when its headers came: its position is the
+	// feed's last before they are sent.
 	s := f.c.stream(t, "/api/v1/repos/"+repoName+"/events", "FeedEvent")
-	time.Sleep(50 * time.Millisecond) // the feed follows from now
 	conv := f.ask(v, "Where is Load?")
 	f.run(conv, 1)
 	var states []string
@@ -384,7 +386,7 @@ func TestShutdownEndsStreams(t *testing.T) {
 	}
 	go func() { _ = srv.Serve(ln) }()
 	s := newClient(t, "http://"+ln.Addr().String()).stream(t, fmt.Sprintf("/api/v1/conversations/%s/turns/1/events", conv), "TurnEvent")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), chattest.Patience())
 	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil {
 		t.Fatalf("shutdown with a stream open: %v", err)
@@ -415,7 +417,7 @@ func TestStreamOverHTTP10AndHTTP11(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer conn.Close()
-		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		_ = conn.SetDeadline(time.Now().Add(chattest.Patience()))
 		fmt.Fprintf(conn, "GET /api/v1/conversations/%s/turns/1/events %s\r\nHost: %s\r\n\r\n", conv, proto, addr)
 		resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: "GET"})
 		if err != nil {
@@ -473,7 +475,7 @@ func TestTakenOverStreamSaysConnectionClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	_ = conn.SetDeadline(time.Now().Add(chattest.Patience()))
 	fmt.Fprintf(conn, "GET /api/v1/conversations/%s/turns/1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n\r\n", conv)
 	r := bufio.NewReader(conn)
 	resp, err := http.ReadResponse(r, nil)

@@ -3,9 +3,9 @@ package api
 import (
 	"runtime"
 	"testing"
-	"time"
 
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/chat/chattest"
 )
 
 // TestFramesRenderASharedEventOnce: every subscriber handed the same live
@@ -34,14 +34,10 @@ func TestFramesRenderASharedEventOnce(t *testing.T) {
 	}
 	runtime.KeepAlive(e)
 	e, fail = nil, nil
-	deadline := time.Now().Add(30 * time.Second)
-	for n := countFrames(&f); n > 0; n = countFrames(&f) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d frames are kept after their events are gone", n)
-		}
+	chattest.Eventually(t, "no frame kept after its events are gone", func() bool {
 		runtime.GC()
-		time.Sleep(10 * time.Millisecond)
-	}
+		return countFrames(&f) == 0
+	})
 }
 
 func countFrames(f *frames) int {

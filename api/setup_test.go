@@ -177,12 +177,12 @@ func serve(t *testing.T, srv *api.Server) string {
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), chattest.Patience())
 		defer cancel()
 		if err := srv.Shutdown(ctx); err != nil {
 			t.Errorf("shutdown: %v", err)
 		}
-		if err := <-done; err != nil {
+		if err := chattest.Receive(t, "Serve to return after Shutdown", done); err != nil {
 			t.Errorf("serve: %v", err)
 		}
 	})
@@ -282,7 +282,7 @@ func (f *fixture) run(conv string, n int) <-chan struct{} {
 // settle runs turn n of conv and waits for it to settle.
 func (f *fixture) settle(conv string, n int) turnJSON {
 	f.t.Helper()
-	<-f.run(conv, n)
+	chattest.Receive(f.t, fmt.Sprintf("turn %d's run to end", n), f.run(conv, n))
 	var t turnJSON
 	f.do("GET", fmt.Sprintf("/api/v1/conversations/%s/turns/%d", conv, n), nil, http.StatusOK, &t)
 	if !chat.State(t.State).Final() {
@@ -294,13 +294,7 @@ func (f *fixture) settle(conv string, n int) turnJSON {
 // waitCalls waits until the scripted agent has received n calls.
 func (f *fixture) waitCalls(n int) {
 	f.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for len(f.scripted.Requests()) < n {
-		if time.Now().After(deadline) {
-			f.t.Fatalf("the agent received %d calls, want %d", len(f.scripted.Requests()), n)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	chattest.Eventually(f.t, fmt.Sprintf("the agent to receive %d calls", n), func() bool { return len(f.scripted.Requests()) >= n })
 }
 
 // goodAnswer is a valid answer about the test repository.
