@@ -95,12 +95,12 @@ func Context(t testing.TB) context.Context {
 }
 
 // Expiring returns a context that ends as at its deadline (Err is
-// context.DeadlineExceeded) when expire is called, or Patience from now:
+// context.DeadlineExceeded) when expire is called, or when the test ends:
 // for a test of what a deadline does, whose deadline must not pass before
 // the thing it cuts short is under way (a CLI that has yet to start on a
-// loaded machine).
+// loaded machine). The test waits for that with its own deadline.
 func Expiring(t testing.TB) (ctx context.Context, expire func()) {
-	parent := Context(t)
+	parent := t.Context()
 	c := &expiring{Context: parent, done: make(chan struct{})}
 	stop := context.AfterFunc(parent, c.expire)
 	t.Cleanup(func() { stop(); c.expire() })
