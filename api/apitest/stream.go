@@ -45,11 +45,11 @@ type Stream struct {
 // events' data must follow schema (TurnEvent or FeedEvent). It fails t when
 // the answer is not 200 with the contract's headers, or breaks the
 // document. The stream is closed when the test ends, and a stream still
-// open after two minutes (chattest.Within) fails the test rather than
+// open after five minutes (chattest.Within) fails the test rather than
 // hanging it.
 func OpenStream(t testing.TB, v *Validator, req *http.Request, schema string) *Stream {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(req.Context(), chattest.Within(2*time.Minute))
+	ctx, cancel := context.WithTimeout(req.Context(), chattest.Within(5*time.Minute))
 	req = req.WithContext(ctx)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
