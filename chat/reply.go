@@ -18,6 +18,13 @@ func ReplyMarker(turnID string) string {
 	return "<!-- prchat:turn:" + turnID + " -->"
 }
 
+// RefusalBody is the reply to an accepted /ask that prchat could not
+// answer: one sentence saying why, with the trace id that the logs name
+// it by, and marker.
+func RefusalBody(reason, trace, marker string) string {
+	return "prchat could not answer this question: " + strings.TrimSuffix(reason, ".") + ". (trace " + trace + ")\n\n" + marker + "\n"
+}
+
 // ReplyInput is what an answer posted to a forge is made of.
 type ReplyInput struct {
 	Turn Turn

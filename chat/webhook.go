@@ -615,6 +615,11 @@ func (s *Webhooks) deferComment(ctx context.Context, wc *WebhookComment, cause e
 	}
 	wc.NextAttempt = s.now().Add(s.commentRetry(wc.Attempts))
 	if wc.Attempts >= maxCommentAttempts || errors.Is(cause, ErrForgeRefused) {
+		if wc.State == CommentReceived || wc.State == CommentWaiting {
+			// Never silent: a question given up before its turn was made
+			// is told why, once.
+			s.postRefusal(ctx, wc, cause)
+		}
 		wc.State = CommentFailed
 		if s.observer != nil {
 			s.observer.ReplyFailed(wc.Forge)
@@ -625,6 +630,30 @@ func (s *Webhooks) deferComment(ctx context.Context, wc *WebhookComment, cause e
 	if err := s.comments.UpdateComment(ctx, wc); err != nil && !errors.Is(err, ErrFenced) {
 		s.log.WarnContext(ctx, "record a webhook question's attempt", slog.String("comment", wc.ID), slog.Any("err", err))
 	}
+}
+
+// postRefusal posts, once, the reply to a question given up before its
+// turn was made; a failure to post it is logged, not retried.
+func (s *Webhooks) postRefusal(ctx context.Context, wc *WebhookComment, cause error) {
+	f, ok := s.forges[wc.Forge]
+	if !ok {
+		return
+	}
+	reason := fmt.Sprintf("it could not be taken after %d attempts", wc.Attempts)
+	if errors.Is(cause, ErrForgeRefused) {
+		reason = fmt.Sprintf("%s refused what prchat asked of it to make a review of this pull request", wc.Forge)
+	}
+	marker := ReplyMarker(wc.TurnID)
+	if id, err := f.FindReply(ctx, wc.ref(), marker); err == nil && id != "" {
+		wc.ReplyID = id
+		return
+	}
+	id, err := f.PostReply(ctx, wc.ref(), RefusalBody(reason, wc.ID, marker))
+	if err != nil {
+		s.log.WarnContext(ctx, "post why a webhook question was given up", slog.String("comment", wc.ID), slog.Any("err", err))
+		return
+	}
+	wc.ReplyID = id
 }
 
 // DeliverReplies does what is due for the webhook questions: it reacts to
