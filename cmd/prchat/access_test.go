@@ -9,7 +9,8 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/prchat/prchat/chat/chattest"
 )
 
 // tokenCLI runs `prchat token` on the database of cfg.
@@ -114,13 +115,7 @@ func TestTokenCommandAndClients(t *testing.T) {
 	}
 	_, asker, _ := tokenCLI(t, e.cfg, "create", "--name", "asker", "--scope", "ask", "--repo", e.repo)
 	asker = strings.TrimSpace(asker)
-	deadline := time.Now().Add(3 * time.Second)
-	for statusWith(t, e.url, "/api/v1/repos", "") != http.StatusUnauthorized {
-		if time.Now().After(deadline) {
-			t.Fatal("the token made with the CLI is not enforced after 3s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	chattest.Eventually(t, "the token made with the CLI to be enforced", func() bool { return statusWith(t, e.url, "/api/v1/repos", "") == http.StatusUnauthorized })
 
 	client := func(token string, args ...string) (int, string, string) {
 		var out, errOut bytes.Buffer

@@ -21,6 +21,7 @@ import (
 	"github.com/prchat/prchat/agentsession/fakeapi/anthropic"
 	"github.com/prchat/prchat/agentsession/fakeapi/responses"
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/chat/chattest"
 	"gopkg.in/yaml.v3"
 )
 
@@ -88,7 +89,7 @@ func writeScript(t *testing.T, path, body string) {
 // standard output; a failed step fails the test.
 func (r *ciRunner) run(t *testing.T) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), chattest.Within(3*time.Minute))
 	defer cancel()
 	script, err := filepath.Abs(ciScript)
 	if err != nil {

@@ -10,9 +10,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prchat/prchat/agentsession/agentsessiontest"
+	"github.com/prchat/prchat/chat/chattest"
 )
 
 // run runs prchat with args and the environment env, and returns its exit
@@ -166,17 +166,10 @@ func TestCPUProfileFlag(t *testing.T) {
 		done <- Main(ctx, []string{"serve", "--cpuprofile", file}, func(k string) string { return env[k] }, io.Discard, io.Discard)
 	}()
 	// The profile file is made once the daemon runs.
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(file); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("no profile file %s after 20s", file)
-		}
-	}
+	defer cancel()
+	chattest.Eventually(t, "the profile file "+file, func() bool { _, err := os.Stat(file); return err == nil })
 	cancel()
-	if code := <-done; code != 0 {
+	if code := chattest.Receive(t, "serve to exit", done); code != 0 {
 		t.Fatalf("serve --cpuprofile exited %d", code)
 	}
 	data, err := os.ReadFile(file)

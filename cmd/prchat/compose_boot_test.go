@@ -26,6 +26,7 @@ import (
 
 	"github.com/prchat/prchat/agentsession/fakeapi/chatcompletions"
 	"github.com/prchat/prchat/api/apitest"
+	"github.com/prchat/prchat/chat/chattest"
 	"github.com/prchat/prchat/store/storetest"
 	"github.com/prchat/prchat/worker/workertest"
 )
@@ -179,7 +180,7 @@ func (c *container) start(t *testing.T) {
 		go func() { _ = c.cmd.Wait(); close(done) }()
 		select {
 		case <-done:
-		case <-time.After(30 * time.Second):
+		case <-time.After(chattest.Patience()):
 			_ = c.cmd.Process.Kill()
 			<-done
 		}
@@ -201,17 +202,17 @@ func (c *container) healthy(t *testing.T) {
 	for i, a := range test[2:] {
 		args[i] = strings.Replace(a, "127.0.0.1:8080", "127.0.0.1:"+c.port, 1)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		out, err := exec.Command("curl", args...).CombinedOutput()
-		if err == nil {
-			return
+	var out []byte
+	var err error
+	defer func() {
+		if t.Failed() {
+			t.Logf("%s's last health check curl %v: %v %s\n%s", c.name, args, err, out, c.logs)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never passed its health check curl %v: %v %s\n%s", c.name, args, err, out, c.logs)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	}()
+	chattest.EventuallyWithin(t, time.Minute, c.name+" to pass its health check", func() bool {
+		out, err = exec.Command("curl", args...).CombinedOutput()
+		return err == nil
+	})
 }
 
 func (c *container) url() string { return "http://127.0.0.1:" + c.port }

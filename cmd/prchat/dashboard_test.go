@@ -24,6 +24,7 @@ import (
 
 	"github.com/prchat/prchat/agentsession/scripted"
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/chat/chattest"
 )
 
 var readmeScreenshot = flag.Bool("readme-screenshot", false, "write TestDashboardConversationScreenshot's page to docs/dashboard-conversation.png")
@@ -75,7 +76,7 @@ func newBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) *browser {
 	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(actx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	ctx, cancelTimeout := context.WithTimeout(ctx, chattest.Within(3*time.Minute))
 	t.Cleanup(func() { cancelTimeout(); cancelCtx(); cancelAlloc() })
 	shots, err := os.MkdirTemp("", "prchat-dashboard-shots-")
 	if err != nil {
@@ -367,21 +368,14 @@ func TestDashboardSignIn(t *testing.T) {
 	}
 	base := e.url
 	// The API notices the first token within a second or so.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	chattest.Eventually(t, "the API to close once a token was made", func() bool {
 		resp, err := http.Get(base + "/api/v1/repos")
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if resp.StatusCode == http.StatusUnauthorized {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the API stays open after a token was made")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return resp.StatusCode == http.StatusUnauthorized
+	})
 
 	signIn := func(token string) {
 		t.Helper()
@@ -503,8 +497,8 @@ func getWithCookie(t *testing.T, u, session string) int {
 // waitAs long-polls a turn with token until it settles.
 func (e *env) waitAs(token, conv string, n int) turnJSON {
 	e.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	var got turnJSON
+	chattest.Eventually(e.t, fmt.Sprintf("turn %s/%d to settle", conv, n), func() bool {
 		req, _ := http.NewRequest("GET", fmt.Sprintf("%s/api/v1/conversations/%s/turns/%d?wait=5s", e.url, conv, n), nil)
 		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := http.DefaultClient.Do(req)
@@ -517,12 +511,10 @@ func (e *env) waitAs(token, conv string, n int) turnJSON {
 		if err != nil || resp.StatusCode != http.StatusOK {
 			e.t.Fatalf("poll turn %d: %d %v", n, resp.StatusCode, err)
 		}
-		if chat.State(t.State).Final() {
-			return t
-		}
-	}
-	e.t.Fatalf("turn %s/%d did not settle", conv, n)
-	return turnJSON{}
+		got = t
+		return chat.State(t.State).Final()
+	})
+	return got
 }
 
 // holdEventStreams makes each event stream the page opens wait until the

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prchat/prchat/agentsession/scripted"
+	"github.com/prchat/prchat/chat/chattest"
 	"github.com/prchat/prchat/worker/workertest"
 )
 
@@ -47,17 +48,18 @@ func TestDeleteMeansGone(t *testing.T) {
 				t.Fatalf("no run directory %s after the turn", runDir(settled))
 			}
 			e.do("DELETE", "/api/v1/conversations/"+settled, nil, http.StatusNoContent, nil)
-			eventually(t, 5*time.Second, "settled conversation's run directory removed", func() bool { return !exists(runDir(settled)) })
+			chattest.Eventually(t, "settled conversation's run directory removed", func() bool { return !exists(runDir(settled)) })
 
 			// A conversation whose turn runs.
 			e.scripted.Push(scripted.Step{Hang: true})
 			running, _ := e.ask(v, "And main?")
 			e.waitState(running, 1, "running")
-			eventually(t, 5*time.Second, "run directory made", func() bool { return exists(runDir(running)) })
+			chattest.Eventually(t, "run directory made", func() bool { return exists(runDir(running)) })
 			e.do("DELETE", "/api/v1/conversations/"+running, nil, http.StatusNoContent, nil)
-			eventually(t, 5*time.Second, "running conversation's run directory removed", func() bool { return !exists(runDir(running)) })
-			eventually(t, 5*time.Second, "no job left", func() bool { return len(jobs()) == 0 })
-			// Nothing comes back: no retry, no archived job.
+			chattest.Eventually(t, "running conversation's run directory removed", func() bool { return !exists(runDir(running)) })
+			chattest.Eventually(t, "no job left", func() bool { return len(jobs()) == 0 })
+			// Nothing comes back: no retry, no archived job. A while for
+			// one to show, not a wait for a condition.
 			time.Sleep(1500 * time.Millisecond)
 			if left := jobs(); len(left) != 0 {
 				t.Errorf("jobs left after the delete: %s", strings.Join(left, ", "))
@@ -71,29 +73,12 @@ func TestDeleteMeansGone(t *testing.T) {
 	}
 }
 
-// eventually polls cond until it holds, failing the test after d.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for: %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // waitState polls a turn until it reaches state.
 func (e *env) waitState(conv string, n int, state string) {
 	e.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	chattest.Eventually(e.t, fmt.Sprintf("turn %s/%d to reach %s", conv, n, state), func() bool {
 		var t turnJSON
 		e.do("GET", fmt.Sprintf("/api/v1/conversations/%s/turns/%d", conv, n), nil, http.StatusOK, &t)
-		if t.State == state {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	e.t.Fatalf("turn %s/%d never reached %s", conv, n, state)
+		return t.State == state
+	})
 }

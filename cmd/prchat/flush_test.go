@@ -36,7 +36,8 @@ func TestRedisFlushWhileATurnRuns(t *testing.T) {
 			if err := rdb.FlushDB(context.Background()).Err(); err != nil {
 				t.Fatal(err)
 			}
-			// Two heartbeat TTLs and many reconcile passes.
+			// Two heartbeat TTLs and many reconcile passes: a while for a
+			// wrong takeover to show, not a wait for a condition.
 			time.Sleep(2*e.opts.heartbeatTTL + time.Second)
 			if n := len(e.scripted.Requests()); n != 1 {
 				t.Fatalf("the agent was called %d times after the flush, want 1 (a live run was taken over)", n)

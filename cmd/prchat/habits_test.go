@@ -13,9 +13,9 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/chat/chattest"
 	"golang.org/x/sys/unix"
 )
 
@@ -108,13 +108,7 @@ func TestAskClientMessages(t *testing.T) {
 	if code, _, errOut := tokenCLI(t, e.cfg, "create", "--name", "admin", "--scope", "admin"); code != 0 {
 		t.Fatalf("token create: exit %d %s", code, errOut)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for statusWith(t, e.url, "/api/v1/repos", "") != http.StatusUnauthorized {
-		if time.Now().After(deadline) {
-			t.Fatal("the token is not enforced")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	chattest.Eventually(t, "the token to be enforced", func() bool { return statusWith(t, e.url, "/api/v1/repos", "") == http.StatusUnauthorized })
 	for token, want := range map[string]string{"": "set PRCHAT_TOKEN", "prc_unknown": "the token in PRCHAT_TOKEN is unknown or revoked"} {
 		code, _, errOut := run(t, map[string]string{"PRCHAT_SERVER": e.url, "PRCHAT_TOKEN": token}, "ask", "--repo", e.repo, "--pr", "7", "q")
 		if code != 1 || !strings.Contains(errOut, "unauthorized") || !strings.Contains(errOut, want) {
@@ -286,14 +280,13 @@ func TestOneDaemonPerDataDirectory(t *testing.T) {
 	var logs syncBuffer
 	done := make(chan int)
 	go func() { done <- Main(ctx, []string{"serve"}, env("127.0.0.1:0"), io.Discard, &logs) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(logs.String(), "prchat started") {
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("serve did not start:\n%s", logs.String())
+	defer cancel()
+	defer func() {
+		if t.Failed() {
+			t.Logf("serve's log:\n%s", logs.String())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	}()
+	chattest.Eventually(t, "serve to start", func() bool { return strings.Contains(logs.String(), "prchat started") })
 	started := logs.String()
 	for _, want := range []string{"data_dir=" + dir, "dashboard=http://127.0.0.1:", "stop=\"Ctrl+C or SIGTERM"} {
 		if !strings.Contains(started, want) {
@@ -307,19 +300,13 @@ func TestOneDaemonPerDataDirectory(t *testing.T) {
 		t.Errorf("a second serve: exit %d, stderr %q; want 1 and %q", code, errOut, want)
 	}
 	cancel()
-	if code := <-done; code != 0 {
+	if code := chattest.Receive(t, "the first serve to exit", done); code != 0 {
 		t.Fatalf("the first serve exited %d:\n%s", code, logs.String())
 	}
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	go func() { done <- Main(ctx2, []string{"serve"}, env("127.0.0.1:0"), io.Discard, &logs) }()
-	deadline = time.Now().Add(30 * time.Second)
-	for strings.Count(logs.String(), "prchat started") < 2 {
-		if time.Now().After(deadline) {
-			cancel2()
-			t.Fatalf("serve did not start again once the first stopped:\n%s", logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	defer cancel2()
+	chattest.Eventually(t, "serve to start again once the first stopped", func() bool { return strings.Count(logs.String(), "prchat started") >= 2 })
 	cancel2()
-	<-done
+	chattest.Receive(t, "the second serve to exit", done)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/prchat/prchat/agentsession/agentsessiontest"
 	"github.com/prchat/prchat/agentsession/scripted"
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/chat/chattest"
 	"github.com/prchat/prchat/store/storetest"
 	"github.com/prchat/prchat/worker/workertest"
 )
@@ -218,16 +219,14 @@ func (e *env) ask(v int, question string) (string, turnJSON) {
 // wait long-polls a turn until it is settled.
 func (e *env) wait(conv string, n int) turnJSON {
 	e.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	var got turnJSON
+	chattest.Eventually(e.t, fmt.Sprintf("turn %s/%d to settle", conv, n), func() bool {
 		var t turnJSON
 		e.do("GET", fmt.Sprintf("/api/v1/conversations/%s/turns/%d?wait=5s", conv, n), nil, http.StatusOK, &t)
-		if chat.State(t.State).Final() {
-			return t
-		}
-	}
-	e.t.Fatalf("turn %s/%d did not settle", conv, n)
-	return turnJSON{}
+		got = t
+		return chat.State(t.State).Final()
+	})
+	return got
 }
 
 // checkAnswer checks an answer against the schema and every citation

@@ -102,7 +102,7 @@ func TestPostgresOutage(t *testing.T) {
 	// The agent answers while the database is away; the run keeps the
 	// answer until it is back.
 	close(release)
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(1500 * time.Millisecond) // the outage lasts a while: the behaviour under test
 	proxy.Restore()
 	got := e.wait(conv, 1)
 	if got.State != "succeeded" || got.Answer == nil || got.Answer.AnswerMarkdown != "answered after the outage" {

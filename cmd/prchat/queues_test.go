@@ -8,11 +8,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/chat/chattest"
 )
 
 // TestAdminQueuesOnEveryRedis: asynqmon, mounted at /admin/queues, serves
@@ -161,13 +161,7 @@ func TestAdminQueuesAreForAdmins(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for status("") != http.StatusSeeOther {
-		if time.Now().After(deadline) {
-			t.Fatal("/admin/queues stays open once a token exists")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	chattest.Eventually(t, "/admin/queues to close once a token exists", func() bool { return status("") == http.StatusSeeOther })
 	if got := status(reader); got != http.StatusForbidden {
 		t.Errorf("a read token gets %d from /admin/queues, want 403", got)
 	}

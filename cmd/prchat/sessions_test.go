@@ -5,10 +5,10 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prchat/prchat/api/dashboard"
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/chat/chattest"
 )
 
 // tokensRequired makes an admin token and waits until the daemon asks for
@@ -23,13 +23,7 @@ func tokensRequired(t *testing.T, e *env) (string, *chat.Access) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for getWithCookie(t, e.url+"/api/v1/repos", "") != http.StatusUnauthorized {
-		if time.Now().After(deadline) {
-			t.Fatal("the API stays open after a token was made")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	chattest.Eventually(t, "the API to close once a token was made", func() bool { return getWithCookie(t, e.url+"/api/v1/repos", "") == http.StatusUnauthorized })
 	return admin, access
 }
 

@@ -17,7 +17,12 @@ func TestWorkerStopHandsTurnsOn(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
 			e := splitSetup(t, m)
+			// Heartbeats and reconcile passes an hour apart: a turn
+			// answered within the test's patience was handed on, not
+			// found by a reconciler after the stopped worker's heartbeat.
+			e.opts.heartbeatTTL = time.Hour
 			first := e.cfg
+			first.ReconcileInterval = time.Hour
 			first.WorkerID = "w-" + uuid.NewString()[:8]
 			first.ShutdownGrace = 300 * time.Millisecond
 			stopping := e.boot(role{worker: true}, first)
@@ -28,6 +33,7 @@ func TestWorkerStopHandsTurnsOn(t *testing.T) {
 			e.waitState(conv, 1, "running")
 
 			second := e.cfg
+			second.ReconcileInterval = time.Hour
 			second.WorkerID = "w-" + uuid.NewString()[:8]
 			e.boot(role{worker: true}, second)
 			start := time.Now()
@@ -38,11 +44,6 @@ func TestWorkerStopHandsTurnsOn(t *testing.T) {
 				t.Fatalf("turn %+v, want answered by the live worker", got)
 			}
 			t.Logf("answered %v after the stop began (grace %v)", took.Round(time.Millisecond), first.ShutdownGrace)
-			// Handed on at once, not after a heartbeat expired and a
-			// reconciler noticed (2s TTL in tests, then a pass).
-			if took > 2*time.Second {
-				t.Errorf("answered %v after the stop, want well within the heartbeat TTL", took)
-			}
 			if n := len(e.scripted.Requests()); n != 2 {
 				t.Errorf("agent calls %d, want 2", n)
 			}

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prchat/prchat/agentsession/scripted"
+	"github.com/prchat/prchat/chat/chattest"
 )
 
 func TestTimeoutAndCancel(t *testing.T) {
@@ -61,25 +63,13 @@ func TestCancelKillsTheAgent(t *testing.T) {
 		t.Fatal("the worker does not run the turn")
 	}
 	e.do("POST", "/api/v1/conversations/"+conv+"/turns/1/cancel", nil, http.StatusAccepted, nil)
-	deadline := time.Now().Add(10 * time.Second)
-	for e.d.domain.runner.Running(id) {
-		if time.Now().After(deadline) {
-			t.Fatal("the agent call was still running 10s after cancel")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	chattest.Eventually(t, "the agent call to end with the cancel", func() bool { return !e.d.domain.runner.Running(id) })
 }
 
 // waitCalls waits until the scripted agent has received n calls.
 func (e *env) waitCalls(n int) {
 	e.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for len(e.scripted.Requests()) < n {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("the agent received %d calls, want %d", len(e.scripted.Requests()), n)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	chattest.Eventually(e.t, fmt.Sprintf("the agent to receive %d calls", n), func() bool { return len(e.scripted.Requests()) >= n })
 }
 
 func mustTurnID(t *testing.T, e *env, conv string, n int) string {
