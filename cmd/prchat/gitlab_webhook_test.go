@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prchat/prchat/agentsession/scripted"
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/chat/chattest"
 	"github.com/prchat/prchat/forge/gitlab/gitlabtest"
 )
 
@@ -150,7 +151,7 @@ func TestGitLabWebhooks(t *testing.T) {
 			}
 			timeline := r.ConversationID
 			e.wait(timeline, 1)
-			waitFor(t, "the reply", func() bool { return len(withGitLabMarker(fake.Notes("acme/widget", 7, "d-timeline"))) == 1 })
+			chattest.Eventually(t, "the reply", func() bool { return len(withGitLabMarker(fake.Notes("acme/widget", 7, "d-timeline"))) == 1 })
 			reply := withGitLabMarker(fake.Notes("acme/widget", 7, "d-timeline"))[0].Body
 			if want := fmt.Sprintf("(https://gitlab.com/acme/widget/-/blob/%s/settings/settings.go#L8-12)", e.head); !strings.Contains(reply, want) {
 				t.Errorf("reply lacks %s:\n%s", want, reply)
@@ -188,7 +189,7 @@ func TestGitLabWebhooks(t *testing.T) {
 				t.Fatalf("thread reply: %d %+v, want turn 2 of %s", code, r, thread)
 			}
 			e.wait(thread, 2)
-			waitFor(t, "both thread replies", func() bool { return len(withGitLabMarker(fake.Notes("acme/widget", 7, "d-diff"))) == 2 })
+			chattest.Eventually(t, "both thread replies", func() bool { return len(withGitLabMarker(fake.Notes("acme/widget", 7, "d-diff"))) == 2 })
 
 			// Bots and prchat's own notes are ignored.
 			for _, user := range []string{"project_5_bot_0a1b2c", fake.Username} {
@@ -210,7 +211,7 @@ func TestGitLabWebhooks(t *testing.T) {
 			if got := e.wait(r.ConversationID, 1); got.State != "succeeded" {
 				t.Fatalf("turn = %+v", got)
 			}
-			waitFor(t, "the reply", func() bool { return len(withGitLabMarker(fake.Notes("acme/widget", 8, "d-8"))) == 1 })
+			chattest.Eventually(t, "the reply", func() bool { return len(withGitLabMarker(fake.Notes("acme/widget", 8, "d-8"))) == 1 })
 			if len(fake.CallsTo("GET", "/api/v4/projects/acme%2Fwidget/merge_requests/8")) != 1 {
 				t.Errorf("the MR was not looked up once")
 			}

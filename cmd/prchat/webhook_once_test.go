@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prchat/prchat/agentsession/scripted"
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/chat/chattest"
 	"github.com/prchat/prchat/forge/forgetest"
 	"github.com/prchat/prchat/forge/gitlab/gitlabtest"
 )
@@ -76,7 +77,7 @@ func TestWebhookReplyPostedOnce(t *testing.T) {
 				if code, r := deliver(t, g.url, "issue_comment", uuid.NewString(), body, testWebhookSecret); code != http.StatusAccepted {
 					t.Fatalf("%s: ask: %d %+v", loss, code, r)
 				}
-				waitFor(t, "the comment posted", func() bool { return g.commentState(chat.ForgeGitHub, id) == chat.CommentPosted })
+				chattest.Eventually(t, "the comment posted", func() bool { return g.commentState(chat.ForgeGitHub, id) == chat.CommentPosted })
 				if n := len(withMarker(g.gh.IssueComments("acme/widget", pr))); n != 1 {
 					t.Errorf("%s: %d replies, want 1", loss, n)
 				}
@@ -99,7 +100,7 @@ func TestWebhookReplyPostedOnce(t *testing.T) {
 				if code, r := deliverGitLab(t, e.url, uuid.NewString(), body, testGitLabSecret); code != http.StatusAccepted {
 					t.Fatalf("%s: ask: %d %+v", loss, code, r)
 				}
-				waitFor(t, "the note posted", func() bool { return e.commentState(chat.ForgeGitLab, note) == chat.CommentPosted })
+				chattest.Eventually(t, "the note posted", func() bool { return e.commentState(chat.ForgeGitLab, note) == chat.CommentPosted })
 				if n := len(withGitLabMarker(e.gl.Notes("acme/widget", 7, d))); n != 1 {
 					t.Errorf("%s: %d replies, want 1", loss, n)
 				}
