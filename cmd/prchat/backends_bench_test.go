@@ -5,9 +5,9 @@ package main
 import (
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/chat/chattest"
 	"github.com/prchat/prchat/cmd/prchat-bench/benchagent"
 )
 
@@ -20,9 +20,11 @@ func TestBenchAgent(t *testing.T) {
 	var asked struct{ Conversation struct{ ID string } }
 	doAt(t, base, "POST", "/api/v1/repos/bench/repo/pulls/1/reviews/1/conversations", map[string]any{"question": "q"}, http.StatusAccepted, &asked)
 	var turn turnJSON
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && !chat.State(turn.State).Final(); {
+	chattest.Eventually(t, "the bench agent's turn to settle", func() bool {
+		turn = turnJSON{}
 		doAt(t, base, "GET", "/api/v1/conversations/"+asked.Conversation.ID+"/turns/1?wait=5s", nil, http.StatusOK, &turn)
-	}
+		return chat.State(turn.State).Final()
+	})
 	if turn.State != "succeeded" || turn.Answer == nil || turn.Answer.AnswerMarkdown != "ok" {
 		t.Errorf("turn = %+v, want the bench agent's answer", turn)
 	}
