@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/chat/chattest"
 	"github.com/prchat/prchat/forge/github/githubtest"
 	"github.com/prchat/prchat/forge/gitlab/gitlabtest"
 )
@@ -53,7 +54,7 @@ func TestWebhookAskers(t *testing.T) {
 						continue
 					}
 					g.wait(r.ConversationID, r.Turn)
-					waitFor(t, "the 👀", func() bool {
+					chattest.Eventually(t, "the 👀", func() bool {
 						for _, re := range g.gh.Reactions() {
 							if re.CommentID == id && re.Content == "eyes" {
 								return true
@@ -115,7 +116,7 @@ func TestWebhookAskers(t *testing.T) {
 						continue
 					}
 					e.wait(r.ConversationID, r.Turn)
-					waitFor(t, "the 👀", func() bool { return fmt.Sprint(awards()) == "[eyes]" })
+					chattest.Eventually(t, "the 👀", func() bool { return fmt.Sprint(awards()) == "[eyes]" })
 					continue
 				}
 				if code != http.StatusOK || r.Status != "ignored" {
