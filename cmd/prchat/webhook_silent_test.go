@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/chat/chattest"
 )
 
 // TestWebhookNeverSilent: an accepted /ask that cannot be answered (here:
@@ -23,7 +24,7 @@ func TestWebhookNeverSilent(t *testing.T) {
 			if code, r := deliver(t, g.url, "issue_comment", uuid.NewString(), body, testWebhookSecret); code != http.StatusAccepted {
 				t.Fatalf("ask: %d %+v", code, r)
 			}
-			waitFor(t, "the question given up", func() bool { return g.commentState(chat.ForgeGitHub, id) == chat.CommentFailed })
+			chattest.Eventually(t, "the question given up", func() bool { return g.commentState(chat.ForgeGitHub, id) == chat.CommentFailed })
 			replies := withMarker(g.gh.IssueComments("acme/widget", 404))
 			if len(replies) != 1 {
 				t.Fatalf("%d replies, want 1: %+v", len(replies), replies)
