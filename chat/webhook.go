@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 )
@@ -339,6 +340,9 @@ type Webhooks struct {
 	masker   *Masker
 	log      *slog.Logger
 	now      Clock
+	// reviewing serialises, in this process, the making of the review of
+	// an unreviewed PR: two questions arriving together make one version.
+	reviewing sync.Mutex
 }
 
 // NewWebhooks returns Webhooks.
@@ -557,6 +561,12 @@ func (s *Webhooks) commentQueued(ctx context.Context, wc *WebhookComment, convID
 func (s *Webhooks) commentReview(ctx context.Context, wc *WebhookComment) (Review, error) {
 	rev, err := s.catalog.review(ctx, wc.Repository, wc.PR, 0)
 	if err == nil || ErrorCode(err) != CodeNoReview {
+		return rev, err
+	}
+	s.reviewing.Lock()
+	defer s.reviewing.Unlock()
+	// Another question may have made it meanwhile.
+	if rev, err = s.catalog.review(ctx, wc.Repository, wc.PR, 0); err == nil || ErrorCode(err) != CodeNoReview {
 		return rev, err
 	}
 	head, base := wc.HeadSHA, wc.BaseSHA

@@ -3,6 +3,7 @@ package main
 import (
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/uuid"
@@ -39,6 +40,34 @@ func TestWebhookNeverSilent(t *testing.T) {
 			checkReplyLines(t, replies[0].Body)
 			if n := g.count("turns"); n != 0 {
 				t.Errorf("%d turns", n)
+			}
+		})
+	}
+}
+
+// TestWebhookOneReviewForConcurrentAsks: /asks arriving together on a PR
+// with no review make one review version.
+func TestWebhookOneReviewForConcurrentAsks(t *testing.T) {
+	t.Parallel()
+	for _, m := range modes(t) {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			g := setupGitHub(t, m, nil)
+			g.gh.AddPull("acme/widget", 31, g.head, g.base)
+			var wg sync.WaitGroup
+			for i := 0; i < 4; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					body := payload(t, "issue_comment.json", ghPayload{PR: 31, CommentID: 1_000_000 + commentIDs.Add(1), Body: "/ask Why?"})
+					deliver(t, g.url, "issue_comment", uuid.NewString(), body, testWebhookSecret)
+				}()
+			}
+			wg.Wait()
+			waitFor(t, "four replies", func() bool { return len(withMarker(g.gh.IssueComments("acme/widget", 31))) == 4 })
+			var versions int64
+			if err := g.d.store.DB().Table("reviews").Where("pr = ?", 31).Count(&versions).Error; err != nil || versions != 1 {
+				t.Errorf("%d review versions (%v), want 1", versions, err)
 			}
 		})
 	}
