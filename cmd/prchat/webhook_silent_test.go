@@ -64,7 +64,7 @@ func TestWebhookOneReviewForConcurrentAsks(t *testing.T) {
 				}()
 			}
 			wg.Wait()
-			waitFor(t, "four replies", func() bool { return len(withMarker(g.gh.IssueComments("acme/widget", 31))) == 4 })
+			chattest.Eventually(t, "four replies", func() bool { return len(withMarker(g.gh.IssueComments("acme/widget", 31))) == 4 })
 			var versions int64
 			if err := g.d.store.DB().Table("reviews").Where("pr = ?", 31).Count(&versions).Error; err != nil || versions != 1 {
 				t.Errorf("%d review versions (%v), want 1", versions, err)
