@@ -40,8 +40,10 @@ func (b Backoff) Delay(n int) time.Duration {
 
 // Wait waits the delay of retry n, or until ctx ends; then it returns ctx's
 // error.
-func (b Backoff) Wait(ctx context.Context, n int) error {
-	d := b.Delay(n)
+func (b Backoff) Wait(ctx context.Context, n int) error { return Sleep(ctx, b.Delay(n)) }
+
+// Sleep waits d, or until ctx ends; then it returns ctx's error.
+func Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}

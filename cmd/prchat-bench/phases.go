@@ -164,7 +164,7 @@ func (b *bencher) idleMemory(ctx context.Context, serve *benchDaemon) {
 func (b *bencher) idleCPU(ctx context.Context, daemons ...*benchDaemon) {
 	cpu0 := cpuTimes(daemons, (*benchDaemon).cpuFine)
 	t0 := time.Now()
-	if sleep(ctx, b.cfg.Settle) != nil {
+	if chat.Sleep(ctx, b.cfg.Settle) != nil {
 		return
 	}
 	cpu1 := cpuTimes(daemons, (*benchDaemon).cpuFine)
@@ -394,7 +394,7 @@ func (b *bencher) throughput(ctx context.Context, label string, api *benchDaemon
 	})
 	asks := runLoad(ctx, b.cfg.Clients, warm, dur, 0, func(ctx context.Context) error {
 		for pending.Load() >= backlog {
-			if err := sleep(ctx, 2*time.Millisecond); err != nil {
+			if err := chat.Sleep(ctx, 2*time.Millisecond); err != nil {
 				return err
 			}
 		}
@@ -524,33 +524,18 @@ func window(ctx context.Context, warm, dur time.Duration, begin, end func() erro
 	done := make(chan error, 1)
 	go func() {
 		done <- func() error {
-			if err := sleep(ctx, warm); err != nil {
+			if err := chat.Sleep(ctx, warm); err != nil {
 				return err
 			}
 			t0 := time.Now()
 			if err := begin(); err != nil {
 				return err
 			}
-			if err := sleep(ctx, dur-time.Since(t0)); err != nil {
+			if err := chat.Sleep(ctx, dur-time.Since(t0)); err != nil {
 				return err
 			}
 			return end()
 		}()
 	}()
 	return done
-}
-
-// sleep waits d, or until ctx ends; then it returns ctx's error.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -89,7 +89,7 @@ func runQueueFloor(ctx context.Context, rdb redis.UniversalClient, logs io.Write
 	timeout := chat.TurnPolicy{}.Windows().Job
 	enqueue := func(ctx context.Context) error {
 		for enqueued.Load()-handled.Load() >= backlog {
-			if err := sleep(ctx, 2*time.Millisecond); err != nil {
+			if err := chat.Sleep(ctx, 2*time.Millisecond); err != nil {
 				return err
 			}
 		}

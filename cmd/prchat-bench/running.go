@@ -99,14 +99,14 @@ func (b *bencher) running(ctx context.Context) error {
 	}
 
 	// The idle worker.
-	if err := sleep(ctx, b.cfg.Settle); err != nil {
+	if err := chat.Sleep(ctx, b.cfg.Settle); err != nil {
 		return err
 	}
 	rssIdle, rssErr := busy.rss()
 	goIdle, goErr := b.workerGoStats(ctx, busy)
 	cpu0, cpuErr := busy.cpu()
 	t0 := time.Now()
-	if err := sleep(ctx, b.cfg.Settle); err != nil {
+	if err := chat.Sleep(ctx, b.cfg.Settle); err != nil {
 		return err
 	}
 	cpu1, cpuErr1 := busy.cpu()
@@ -143,12 +143,12 @@ func (b *bencher) running(ctx context.Context) error {
 	runningAfter := allRunning.Sub(askedAt)
 
 	// The measured window: every turn streams.
-	if err := sleep(ctx, time.Until(allRunning.Add(hold+runningInterval))); err != nil {
+	if err := chat.Sleep(ctx, time.Until(allRunning.Add(hold+runningInterval))); err != nil {
 		return err
 	}
 	wFrom := time.Now()
 	cpuFrom, cpuErr2 := busy.cpu()
-	if err := sleep(ctx, b.cfg.Duration); err != nil {
+	if err := chat.Sleep(ctx, b.cfg.Duration); err != nil {
 		return err
 	}
 	cpuUntil, cpuErr3 := busy.cpu()

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prchat/prchat/chat"
 	"github.com/prchat/prchat/cmd/prchat-bench/benchagent"
 	"github.com/prchat/prchat/worker"
 )
@@ -227,11 +228,11 @@ func (b *bencher) reconcilerWindow(ctx context.Context, n int, start func(int) e
 	if err := start(n); err != nil {
 		return passOps{}, err
 	}
-	if err := sleep(ctx, reconcilerEvery+time.Second); err != nil {
+	if err := chat.Sleep(ctx, reconcilerEvery+time.Second); err != nil {
 		return passOps{}, err
 	}
 	from := b.sample(ctx)
-	if err := sleep(ctx, reconcilerPasses*reconcilerEvery); err != nil {
+	if err := chat.Sleep(ctx, reconcilerPasses*reconcilerEvery); err != nil {
 		return passOps{}, err
 	}
 	until := b.sample(ctx)

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prchat/prchat/chat"
 )
 
 // workerCounts are the numbers of worker processes of the split
@@ -105,7 +107,7 @@ func (b *bencher) drainAlone(ctx context.Context, api *benchDaemon, n int, start
 	if err := start(n); err != nil {
 		return err
 	}
-	if err := sleep(ctx, warm); err != nil {
+	if err := chat.Sleep(ctx, warm); err != nil {
 		return err
 	}
 	ws := *workers
@@ -124,7 +126,7 @@ func (b *bencher) drainAlone(ctx context.Context, api *benchDaemon, n int, start
 			ranOut = true
 			break
 		}
-		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+		if err := chat.Sleep(ctx, 50*time.Millisecond); err != nil {
 			return err
 		}
 	}

@@ -57,12 +57,12 @@ func (b *Agent) Run(ctx context.Context, req chat.RunRequest, emit func(chat.Eve
 			hold, _ = time.ParseDuration(v)
 		}
 	}
-	if err := sleep(ctx, hold); err != nil {
+	if err := chat.Sleep(ctx, hold); err != nil {
 		return chat.RunResult{}, err
 	}
 	for i := 0; i < events; i++ {
 		if i > 0 {
-			if err := sleep(ctx, interval); err != nil {
+			if err := chat.Sleep(ctx, interval); err != nil {
 				return chat.RunResult{}, err
 			}
 		}
@@ -74,18 +74,4 @@ func (b *Agent) Run(ctx context.Context, req chat.RunRequest, emit func(chat.Eve
 	}
 	zero := 0.0
 	return chat.RunResult{Text: Answer, SessionID: id, Usage: chat.Usage{Calls: 1, CostUSD: &zero}}, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
