@@ -32,10 +32,13 @@
 //
 // # The API document
 //
-// GET /openapi.json serves openapi.json, an OpenAPI 3.1 document written by
-// hand beside the routes and embedded in the binary, with each /api
-// operation's scope filled in from apiRoutes (routes.go), the one table of
-// the /api routes and their scopes. The tests keep it
+// GET /openapi.json serves an OpenAPI 3.1 document made once from two
+// sources (buildDocument, openapi.go): apiRoutes (routes.go), the one
+// table of the /api routes, which gives each /api path, its methods, path
+// parameters, OPTIONS operation and scope; and openapi.json, embedded in
+// the binary and written by hand, which gives the paths outside /api, the
+// components, and the text of each /api operation under its operationId
+// (x-prchat-operations: summary, body, responses). The tests keep it
 // true: TestDocumentHasEveryRoute fails when a route registered with echo
 // is missing from it or a documented operation is not registered, and every
 // response the api tests (and cmd/prchat's end-to-end tests) receive is
@@ -62,19 +65,22 @@
 //     registers it and guards it (a route not there needs an admin token
 //     for every repository). Register any other route in routes (or
 //     probeRoutes).
-//  2. Add its path and operation to openapi.json (a new path also gets its
-//     options operation, as the others have): an operationId, a tag,
-//     every status it can answer (2xx and the errors; point to
-//     components.responses for the error ones, which carry X-Request-Id),
-//     its request body and response schemas under components.schemas. A
-//     route that takes a body lists 413. Every /api route needs a token
-//     (the document's top-level security, bearerAuth): it lists 400, 401,
-//     403 and 429; the served document names its scope (x-prchat-scope,
-//     and x-prchat-all-repositories for a route not about one
-//     repository) from apiRoutes, so the file does not. Routes that need
+//  2. Add its operation to openapi.json's x-prchat-operations under the
+//     operationId its apiRoutes entry names (the path, its parameters and
+//     its OPTIONS come from the entry; a new kind of path parameter gets
+//     its component in pathParameters): a tag, every status it can answer
+//     (2xx and the errors; point to components.responses for the error
+//     ones, which carry X-Request-Id), its request body and response
+//     schemas under components.schemas. A route that takes a body
+//     lists 413. Every /api route needs a token (the document's top-level
+//     security, bearerAuth): it lists 400, 401, 403 and 429; the served
+//     document names its scope (x-prchat-scope, and
+//     x-prchat-all-repositories for a route not about one repository)
+//     from apiRoutes, so the file does not. Routes outside /api are
+//     written under paths, with their options operation; those that need
 //     no token say "security": [].
-//  3. TestDocumentHasEveryRoute and TestDocumentScopes fail until the
-//     document and apiRoutes list the same operations, and
+//  3. The document is not built (TestDocumentIsMadeFromTheRoutes) while
+//     a route names no written operation or an operation no route, and
 //     TestEveryRouteRefusesWithoutTheRightToken until it knows the
 //     route's body.
 //  4. Test it in this package with the fixture of setup_test.go (f.do,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/google/go-cmp/cmp"
+	"github.com/labstack/echo/v4"
 
 	"github.com/prchat/prchat/api/dashboard"
 	"github.com/prchat/prchat/chat"
@@ -173,12 +174,12 @@ func TestDocumentScopes(t *testing.T) {
 	}
 }
 
-// TestScopesAreWrittenOnce: the scopes of the served document come from
-// apiRoutes; the file written by hand names none, so that they cannot
-// disagree.
+// TestScopesAreWrittenOnce: the /api/v1 paths of the served document and
+// their scopes come from apiRoutes; the file written by hand names neither,
+// so that the table and the document cannot disagree.
 func TestScopesAreWrittenOnce(t *testing.T) {
 	t.Parallel()
-	for _, key := range []string{`"x-prchat-scope":`, `"x-prchat-all-repositories":`} {
+	for _, key := range []string{`"x-prchat-scope":`, `"x-prchat-all-repositories":`, `"/api/v1`} {
 		if bytes.Contains(openAPIWritten, []byte(key)) {
 			t.Errorf("openapi.json names %s by hand; apiRoutes gives it", key)
 		}
@@ -186,5 +187,33 @@ func TestScopesAreWrittenOnce(t *testing.T) {
 	served := OpenAPI()
 	if n := bytes.Count(served, []byte(`"x-prchat-scope":`)); n != len(apiRoutes) {
 		t.Errorf("the served document names %d scopes, want one for each of the %d routes of apiRoutes", n, len(apiRoutes))
+	}
+}
+
+// TestDocumentIsMadeFromTheRoutes: every operation written for /api/v1 is
+// one route's, and every route names one; a route that is not documented,
+// an operation left over from a removed route, or a path parameter
+// without a component fails the build of the document.
+func TestDocumentIsMadeFromTheRoutes(t *testing.T) {
+	t.Parallel()
+	if _, err := buildDocument(openAPIWritten, apiRoutes); err != nil {
+		t.Fatalf("the document of apiRoutes: %v", err)
+	}
+	noop := func(*Server, echo.Context) error { return nil }
+	cases := map[string][]apiRoute{
+		"a route whose operation is not written": append(slices.Clone(apiRoutes),
+			apiRoute{http.MethodGet, "/widgets", "listWidgets", readAccess, noop}),
+		"a route naming another route's operation": append(slices.Clone(apiRoutes),
+			apiRoute{http.MethodGet, "/widgets", apiRoutes[0].op, readAccess, noop}),
+		"an operation no route names": apiRoutes[1:],
+		"a path parameter without a component": append(slices.Clone(apiRoutes[1:]),
+			apiRoute{apiRoutes[0].method, "/repos/:widget", apiRoutes[0].op, adminAll, noop}),
+	}
+	for name, routes := range cases {
+		if _, err := buildDocument(openAPIWritten, routes); err == nil {
+			t.Errorf("%s: the document was built", name)
+		} else {
+			t.Logf("%s: %v", name, err)
+		}
 	}
 }

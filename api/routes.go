@@ -8,12 +8,15 @@ import (
 )
 
 // apiRoute is one route under /api/v1: its method and path (echo's :name
-// parameters), what a token needs for it, and its handler. The server
-// registers the routes of apiRoutes and authorize checks their access from
-// the same entries, so that a route and its scope are written once; the
-// API document (openapi.json) is checked against them by the tests.
+// parameters), the operation that documents it, what a token needs for it,
+// and its handler. apiRoutes is the one table of the API's routes: the
+// server registers them, authorize checks their access, and the API
+// document's /api/v1 paths are made from them (each operation's text is in
+// openapi.json's x-prchat-operations under its name), so that a route, its
+// scope and its place in the document are written once.
 type apiRoute struct {
 	method, path string
+	op           string // its operationId
 	access       routeAccess
 	handle       func(s *Server, c echo.Context) error
 }
@@ -30,34 +33,34 @@ var (
 
 // apiRoutes are the routes under /api/v1, in the order they are registered.
 var apiRoutes = []apiRoute{
-	{http.MethodPost, "/repos", adminAll, (*Server).registerRepository},
-	{http.MethodGet, "/repos", readAccess, (*Server).listRepositories},
-	{http.MethodGet, "/repos/:owner/:repo", readAccess, (*Server).getRepository},
-	{http.MethodPost, "/repos/:owner/:repo/pulls/:pr/reviews", adminAccess, (*Server).recordReview},
-	{http.MethodGet, "/repos/:owner/:repo/pulls/:pr/reviews", readAccess, (*Server).listReviews},
-	{http.MethodGet, "/repos/:owner/:repo/pulls/:pr/reviews/:version", readAccess, (*Server).getReview},
-	{http.MethodPut, sessionRoute, adminAccess, (*Server).putReviewSession},
-	{http.MethodPost, "/repos/:owner/:repo/pulls/:pr/reviews/:version/conversations", askAccess, (*Server).ask},
-	{http.MethodGet, "/repos/:owner/:repo/pulls/:pr/conversations", readAccess, (*Server).listConversations},
-	{http.MethodGet, "/conversations/:id", readAccess, (*Server).getConversation},
-	{http.MethodDelete, "/conversations/:id", adminAccess, (*Server).deleteConversation},
-	{http.MethodPost, "/conversations/:id/turns", askAccess, (*Server).continueConversation},
-	{http.MethodGet, "/conversations/:id/turns/:n", readAccess, (*Server).getTurn},
-	{http.MethodPost, "/conversations/:id/turns/:n/cancel", askAccess, (*Server).cancelTurn},
-	{http.MethodGet, "/conversations/:id/turns/:n/events", readAccess, (*Server).turnEvents},
-	{http.MethodGet, "/conversations/:id/turns/:n/transcript", readAccess, (*Server).transcript},
-	{http.MethodGet, "/repos/:owner/:repo/events", readAccess, (*Server).repoEvents},
-	{http.MethodGet, "/repos/:owner/:repo/pulls", readAccess, (*Server).listPulls},
-	{http.MethodGet, "/repos/:owner/:repo/pulls/:pr/reviews/:version/files", readAccess, (*Server).fileLines},
-	{http.MethodGet, "/stats", readAccess, (*Server).stats},
-	{http.MethodGet, "/providers", adminAll, (*Server).listProviders},
-	{http.MethodGet, "/providers/active", adminAll, (*Server).getActiveProvider},
-	{http.MethodPatch, "/providers/active", adminAll, (*Server).setActiveProvider},
-	{http.MethodPost, "/providers/:id/key", adminAll, (*Server).setProviderKey},
-	{http.MethodDelete, "/providers/:id/key", adminAll, (*Server).deleteProviderKey},
-	{http.MethodGet, "/tokens", adminAll, (*Server).listTokens},
-	{http.MethodPost, "/tokens", adminAll, (*Server).createToken},
-	{http.MethodDelete, "/tokens/:id", adminAll, (*Server).revokeToken},
+	{http.MethodPost, "/repos", "registerRepository", adminAll, (*Server).registerRepository},
+	{http.MethodGet, "/repos", "listRepositories", readAccess, (*Server).listRepositories},
+	{http.MethodGet, "/repos/:owner/:repo", "getRepository", readAccess, (*Server).getRepository},
+	{http.MethodPost, "/repos/:owner/:repo/pulls/:pr/reviews", "recordReview", adminAccess, (*Server).recordReview},
+	{http.MethodGet, "/repos/:owner/:repo/pulls/:pr/reviews", "listReviews", readAccess, (*Server).listReviews},
+	{http.MethodGet, "/repos/:owner/:repo/pulls/:pr/reviews/:version", "getReview", readAccess, (*Server).getReview},
+	{http.MethodPut, sessionRoute, "putReviewSession", adminAccess, (*Server).putReviewSession},
+	{http.MethodPost, "/repos/:owner/:repo/pulls/:pr/reviews/:version/conversations", "ask", askAccess, (*Server).ask},
+	{http.MethodGet, "/repos/:owner/:repo/pulls/:pr/conversations", "listConversations", readAccess, (*Server).listConversations},
+	{http.MethodGet, "/conversations/:id", "getConversation", readAccess, (*Server).getConversation},
+	{http.MethodDelete, "/conversations/:id", "deleteConversation", adminAccess, (*Server).deleteConversation},
+	{http.MethodPost, "/conversations/:id/turns", "continueConversation", askAccess, (*Server).continueConversation},
+	{http.MethodGet, "/conversations/:id/turns/:n", "getTurn", readAccess, (*Server).getTurn},
+	{http.MethodPost, "/conversations/:id/turns/:n/cancel", "cancelTurn", askAccess, (*Server).cancelTurn},
+	{http.MethodGet, "/conversations/:id/turns/:n/events", "turnEvents", readAccess, (*Server).turnEvents},
+	{http.MethodGet, "/conversations/:id/turns/:n/transcript", "transcript", readAccess, (*Server).transcript},
+	{http.MethodGet, "/repos/:owner/:repo/events", "repositoryEvents", readAccess, (*Server).repoEvents},
+	{http.MethodGet, "/repos/:owner/:repo/pulls", "listPulls", readAccess, (*Server).listPulls},
+	{http.MethodGet, "/repos/:owner/:repo/pulls/:pr/reviews/:version/files", "fileLines", readAccess, (*Server).fileLines},
+	{http.MethodGet, "/stats", "stats", readAccess, (*Server).stats},
+	{http.MethodGet, "/providers", "listProviders", adminAll, (*Server).listProviders},
+	{http.MethodGet, "/providers/active", "getActiveProvider", adminAll, (*Server).getActiveProvider},
+	{http.MethodPatch, "/providers/active", "setActiveProvider", adminAll, (*Server).setActiveProvider},
+	{http.MethodPost, "/providers/:id/key", "setProviderKey", adminAll, (*Server).setProviderKey},
+	{http.MethodDelete, "/providers/:id/key", "deleteProviderKey", adminAll, (*Server).deleteProviderKey},
+	{http.MethodGet, "/tokens", "listTokens", adminAll, (*Server).listTokens},
+	{http.MethodPost, "/tokens", "createToken", adminAll, (*Server).createToken},
+	{http.MethodDelete, "/tokens/:id", "revokeToken", adminAll, (*Server).revokeToken},
 }
 
 // routeScopes maps "METHOD /api/v1/path" of every /api route to what it
