@@ -130,7 +130,11 @@ func TestRetryEndsTheIdleWait(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	const idle = 10 * time.Second
-	const retry = 1500 * time.Millisecond // past idleAfter: the worker idles by then
+	// Well past idleAfter, so that the worker holds its idle wait when the
+	// retry is due even on a loaded machine: a retry forwarded while it
+	// still polls at the poll interval may be taken by a poll before any
+	// hold sees its wake-up.
+	const retry = idleAfter + 3*time.Second
 	var at atRun
 	var woken, timed atomic.Int64 // the poller's counts at the failed run
 	rec := newRecorder(func(ctx context.Context, turnID string, n int) error {
