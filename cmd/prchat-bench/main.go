@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -11,6 +10,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+
+	"github.com/prchat/prchat/cmd/internal/cliflag"
 )
 
 func main() {
@@ -27,7 +28,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		err = Run(ctx, cfg, stdout, stderr)
 	}
-	var usage usageError
+	var usage cliflag.UsageError
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
@@ -41,11 +42,6 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// usageError is a mistake in the command line (exit status 2).
-type usageError struct{ msg string }
-
-func (e usageError) Error() string { return e.msg }
-
 // parseArgs reads the bench's flags (no environment variable: see Run).
 // Asked for help, it prints the usage to help and returns flag.ErrHelp.
 func parseArgs(args []string, help io.Writer) (Config, error) {
@@ -53,19 +49,14 @@ func parseArgs(args []string, help io.Writer) (Config, error) {
 	fs := flag.NewFlagSet("prchat-bench", flag.ContinueOnError)
 	cfg.AddFlags(fs)
 	daemon := fs.String("prchat", "", "the prchat program to bench, built with -tags prchatbench (default: prchat-benchd beside this program)")
-	var out bytes.Buffer
-	fs.SetOutput(&out)
-	switch err := fs.Parse(args); {
-	case errors.Is(err, flag.ErrHelp):
-		_, _ = help.Write(out.Bytes())
+	if err := cliflag.Parse(fs, args, help); err != nil {
 		return cfg, err
-	case err != nil:
-		return cfg, usageError{err.Error()}
-	case fs.NArg() > 0:
-		return cfg, usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	}
+	if fs.NArg() > 0 {
+		return cfg, cliflag.Usagef("unexpected argument %q", fs.Arg(0))
 	}
 	if err := cfg.Check(); err != nil {
-		return cfg, usageError{err.Error()}
+		return cfg, cliflag.UsageError{Msg: err.Error()}
 	}
 	if *daemon == "" {
 		exe, err := os.Executable()

@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/prchat/prchat/chat"
-	"github.com/prchat/prchat/cmd/prchat/internal/cliflag"
+	"github.com/prchat/prchat/cmd/internal/cliflag"
 )
 
 // accessSettings are the settings of tokens, rate limits and what may be

@@ -8,7 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/prchat/prchat/cmd/prchat/internal/cliflag"
+	"github.com/prchat/prchat/cmd/internal/cliflag"
 	"io"
 	"net/url"
 	"os"

@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/prchat/prchat/chat"
-	"github.com/prchat/prchat/cmd/prchat/internal/cliflag"
+	"github.com/prchat/prchat/cmd/internal/cliflag"
 )
 
 // askOptions are the flags of `prchat ask`.

@@ -17,7 +17,7 @@ import (
 	"github.com/prchat/prchat/agentsession/claude"
 	"github.com/prchat/prchat/agentsession/codex"
 	"github.com/prchat/prchat/chat"
-	"github.com/prchat/prchat/cmd/prchat/internal/cliflag"
+	"github.com/prchat/prchat/cmd/internal/cliflag"
 )
 
 const reviewUsage = `Usage: prchat review record [flags]

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/prchat/prchat/chat"
-	"github.com/prchat/prchat/cmd/prchat/internal/cliflag"
+	"github.com/prchat/prchat/cmd/internal/cliflag"
 )
 
 const tokenUsage = `Usage:
