@@ -1,8 +1,8 @@
 // Package cliflag is what the command lines of prchat's commands (prchat
-// and prchat-bench) share: Parse reads flags, telling a request for help from a mistake
-// (UsageError, exit status 2), and Print writes the flags as their help
-// shows them: double-dash names, as the README and the error messages
-// spell them.
+// and prchat-bench) share: Parse reads flags, telling a request for help
+// from a mistake (UsageError, exit status 2), and Print writes the flags
+// as their help shows them: double-dash names, as the README and the error
+// messages spell them.
 package cliflag
 
 import (
