@@ -34,7 +34,7 @@ func newWebhookMetrics(reg prometheus.Registerer) *webhookMetrics {
 	m := &webhookMetrics{
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "prchat_webhook_deliveries_total",
-			Help: "Webhook deliveries by forge, event and outcome (queued, waiting, duplicate, ignored, ping, unauthorized, invalid, error).",
+			Help: "Webhook deliveries by forge, event and outcome (queued, waiting, duplicate, ignored, declined, ping, unauthorized, invalid, error).",
 		}, []string{"forge", "event", "outcome"}),
 		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "prchat_webhook_duplicates_total",
@@ -91,7 +91,8 @@ func (s *Server) webhook(name string, r WebhookReader) echo.HandlerFunc {
 }
 
 // receive hands a comment question to the service and answers the
-// webhook: 202 for a question taken, 200 for a duplicate.
+// webhook: 202 for a question taken, 200 for a duplicate, an ignored or a
+// declined one.
 func (s *Server) receive(c echo.Context, forge, event string, q chat.Comment, autoRegister bool) error {
 	if s.domain.Webhooks == nil {
 		return chat.Errorf(chat.CodeUnavailable, "this process keeps no webhook questions")
@@ -107,6 +108,11 @@ func (s *Server) receive(c echo.Context, forge, event string, q chat.Comment, au
 		s.webhookMetrics.duplicates.WithLabelValues(forge).Inc()
 		return c.JSON(http.StatusOK, r)
 	case chat.ReceiptIgnored:
+		return c.JSON(http.StatusOK, r)
+	case chat.ReceiptDeclined:
+		// Answered: a reply in its thread says why it is not answered.
+		s.log.InfoContext(c.Request().Context(), "webhook question declined", slog.String("forge", forge),
+			slog.String("repository", q.Repository), slog.Int("pr", q.PR))
 		return c.JSON(http.StatusOK, r)
 	}
 	s.log.InfoContext(c.Request().Context(), "webhook question", slog.String("forge", forge),

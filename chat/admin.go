@@ -22,6 +22,11 @@ type AdminStore interface {
 	// CreateReview stores r as the next version (1, 2, ...) of its PR and fills
 	// r's ID, Version and CreatedAt.
 	CreateReview(ctx context.Context, r *Review) error
+	// CreateFirstReview stores r as version 1 of its PR if the PR has no
+	// review and reports true; else it fills r with the PR's latest review
+	// and reports false. Of racing calls (from any processes) exactly one
+	// creates the review.
+	CreateFirstReview(ctx context.Context, r *Review) (bool, error)
 	// Reviews lists a PR's review versions, oldest first.
 	Reviews(ctx context.Context, repo string, pr int) ([]Review, error)
 }
@@ -167,16 +172,47 @@ func (a *Admin) Repositories(ctx context.Context) ([]Repository, error) {
 
 // RecordReview saves r as the next version of the PR's review.
 func (a *Admin) RecordReview(ctx context.Context, repo string, r Review) (Review, error) {
-	if err := r.Validate(allBackends(a.cfg.Backends)); err != nil {
-		return Review{}, err
-	}
-	rp, err := a.catalog.repository(ctx, repo)
+	rp, err := a.checkedReview(ctx, repo, &r)
 	if err != nil {
 		return Review{}, err
 	}
-	if err := a.checkReview(ctx, rp, &r); err != nil {
-		return Review{}, err
+	return a.storeReview(ctx, rp, r)
+}
+
+// recordFirstReview saves r, checked as RecordReview checks it, as
+// version 1 of a PR that has no review, and reports true; when the PR has
+// one by then (another process made it meanwhile) it saves nothing and
+// returns the latest.
+func (a *Admin) recordFirstReview(ctx context.Context, repo string, r Review) (Review, bool, error) {
+	rp, err := a.checkedReview(ctx, repo, &r)
+	if err != nil {
+		return Review{}, false, err
 	}
+	r.RepositoryID, r.Repository = rp.ID, rp.Name
+	if r.Sections == nil {
+		r.Sections = []Section{}
+	}
+	created, err := a.store.CreateFirstReview(ctx, &r)
+	if err != nil {
+		return Review{}, false, err
+	}
+	return r, created, nil
+}
+
+// checkedReview checks a review to record in repo and returns the
+// repository.
+func (a *Admin) checkedReview(ctx context.Context, repo string, r *Review) (Repository, error) {
+	if err := r.Validate(allBackends(a.cfg.Backends)); err != nil {
+		return Repository{}, err
+	}
+	rp, err := a.catalog.repository(ctx, repo)
+	if err != nil {
+		return Repository{}, err
+	}
+	return rp, a.checkReview(ctx, rp, r)
+}
+
+func (a *Admin) storeReview(ctx context.Context, rp Repository, r Review) (Review, error) {
 	r.RepositoryID, r.Repository = rp.ID, rp.Name
 	if r.Sections == nil {
 		r.Sections = []Section{}

@@ -153,6 +153,14 @@ type WebhookComment struct {
 	Attempts    int
 	NextAttempt time.Time
 	Error       string
+	// Refusal, when set, is why the question will not be answered: the one
+	// sentence its reply says instead of an answer (posted once, like an
+	// answer).
+	Refusal string
+	// Notice, when set on a comment to add, is a notice said once per PR
+	// (NoticeUnregistered): of the comments of one PR that carry it, only
+	// the first is stored (AddComment).
+	Notice string
 	// Version changes on every update (optimistic locking).
 	Version   int64
 	CreatedAt time.Time
@@ -163,7 +171,9 @@ type WebhookComment struct {
 type CommentStore interface {
 	// AddComment stores a received comment (state received) and fills its
 	// ID, Version and CreatedAt. A delivery id or a (forge, repository,
-	// comment id) already stored is ErrDuplicate, and nothing is stored.
+	// comment id) already stored is ErrDuplicate; a comment whose Notice
+	// its PR has had (from any process) is ErrNoticed; nothing is stored
+	// then.
 	AddComment(ctx context.Context, c *WebhookComment) error
 	// UpdateComment stores c's processing fields if its Version is still the
 	// stored one, and bumps c.Version; else it returns ErrFenced.
@@ -178,6 +188,13 @@ type CommentStore interface {
 
 // ErrDuplicate means a webhook delivery or comment was received before.
 var ErrDuplicate = errors.New("delivery or comment already received")
+
+// ErrNoticed means a comment's notice was said in its PR before.
+var ErrNoticed = errors.New("the pull request had this notice before")
+
+// NoticeUnregistered is the notice that prchat does not know a PR's
+// repository: said once per PR, however many questions are asked there.
+const NoticeUnregistered = "unregistered"
 
 // ErrForgeRefused means the forge refused a request for good (a 4xx other
 // than a rate limit): retrying will not help.
@@ -220,8 +237,10 @@ type Forge interface {
 // CommentObserver is told what became of webhook questions, for metrics.
 // Implemented by package worker.
 type CommentObserver interface {
-	// ReplyPosted counts a posted answer; ReplyFailed an answer given up.
+	// ReplyPosted counts a posted answer; ReplyDeclined a posted reply
+	// saying why a question is not answered; ReplyFailed a reply given up.
 	ReplyPosted(forge string)
+	ReplyDeclined(forge string)
 	ReplyFailed(forge string)
 }
 
@@ -253,12 +272,14 @@ type Receipt struct {
 	Turn           int    `json:"turn,omitempty"`
 }
 
-// Receipt statuses.
+// Receipt statuses. ReceiptDeclined is a question prchat will not answer:
+// a reply in its thread says why (Reason).
 const (
 	ReceiptQueued    = "queued"
 	ReceiptWaiting   = "waiting"
 	ReceiptDuplicate = "duplicate"
 	ReceiptIgnored   = "ignored"
+	ReceiptDeclined  = "declined"
 )
 
 // WebhookTurnStore reads the turns of webhook questions. Implemented by
@@ -284,7 +305,9 @@ type WebhooksConfig struct {
 	// failure, up to 5m. Default 1s.
 	Backoff time.Duration
 	// QuestionsPerRepo limits the questions asked about one repository,
-	// as for Turns; a question over it waits. Zero: no limit.
+	// as for Turns; a question over it waits while the limit lets it be
+	// asked within maxRateWait of its arrival, else it is declined (the
+	// reply says when to ask again). Zero: no limit.
 	QuestionsPerRepo Rate
 	// Askers says whose /ask is taken: AskersWriters (the default),
 	// AskersMembers or AskersAnyone. Anyone else's gets ReactionRefused
@@ -385,14 +408,19 @@ func (s *Webhooks) commentRetry(attempts int) time.Duration {
 const maxCommentAttempts = 12
 
 // ReceiveComment takes a question from a PR comment: it stores it once
-// (a delivery or comment received before is a duplicate), and asks it at
-// once when it can. What it could not do yet (the PR's commits from the
-// forge, a busy conversation) DeliverReplies does later; the question is
-// never lost.
+// (a delivery or comment received before is a duplicate), reacts 👀, and
+// asks it at once when it can. What it could not do yet (the PR's commits
+// from the forge, a busy conversation) DeliverReplies does later; the
+// question is never lost.
+//
+// Never silent: a question from someone who may ask that prchat will not
+// answer (an unregistered repository, an invalid question, a rate limit
+// it cannot wait for, a review that cannot be made) is declined: stored,
+// and answered at once with a reply saying why (ReceiptDeclined). An
+// unregistered repository is said so once per PR.
 //
 // An unregistered repository is registered from the event's clone URL when
-// autoRegister is set (a setting of each forge's webhook), else the
-// comment is ignored.
+// autoRegister is set (a setting of each forge's webhook).
 func (s *Webhooks) ReceiveComment(ctx context.Context, c Comment, autoRegister bool) (Receipt, error) {
 	if c.holdsNUL() {
 		// As the API refuses them: nothing with a NUL byte is stored.
@@ -406,40 +434,62 @@ func (s *Webhooks) ReceiveComment(ctx context.Context, c Comment, autoRegister b
 	} else if !ok {
 		return Receipt{Status: ReceiptIgnored, Reason: "the comment's author may not ask prchat here (PRCHAT_WEBHOOK_ASKERS=" + s.cfg.Askers + ")"}, nil
 	}
+	wc := WebhookComment{Comment: c, TurnID: newSessionID(), State: CommentReceived}
 	if _, err := s.catalog.repository(ctx, c.Repository); err != nil {
 		if ErrorCode(err) != CodeRepositoryNotFound {
 			return Receipt{}, err
 		}
 		if !autoRegister || c.CloneURL == "" {
-			return Receipt{Status: ReceiptIgnored, Reason: fmt.Sprintf("repository %s is not registered with prchat", c.Repository)}, nil
+			wc.Refusal = fmt.Sprintf("prchat does not know the repository %s: it answers questions only about repositories registered with it", c.Repository)
+			wc.Notice = NoticeUnregistered
+		} else if _, _, err := s.admin.RegisterRepository(ctx, Repository{Name: c.Repository, CloneURL: c.CloneURL}); err != nil {
+			if code := ErrorCode(err); code == CodeInternal || code == CodeUnavailable {
+				return Receipt{}, fmt.Errorf("register %s from its webhook: %w", c.Repository, err)
+			}
+			wc.Refusal = fmt.Sprintf("prchat could not register the repository %s from the event: %s", c.Repository, strings.TrimSuffix(ErrorMessage(err), "."))
+			wc.Notice = NoticeUnregistered
+		} else {
+			s.log.InfoContext(ctx, "registered repository from a webhook", slog.String("repository", c.Repository), slog.String("forge", c.Forge))
 		}
-		if _, _, err := s.admin.RegisterRepository(ctx, Repository{Name: c.Repository, CloneURL: c.CloneURL}); err != nil {
-			return Receipt{}, fmt.Errorf("register %s from its webhook: %w", c.Repository, err)
+	}
+	if wc.Refusal == "" {
+		if c.Question == "" {
+			wc.Refusal = "there is no question after " + AskCommand
+		} else if err := (Ask{Question: c.Question, Focus: c.Focus}).Validate(); err != nil {
+			wc.Refusal = "the question cannot be asked: " + ErrorMessage(err)
 		}
-		s.log.InfoContext(ctx, "registered repository from a webhook", slog.String("repository", c.Repository), slog.String("forge", c.Forge))
-	}
-	if c.Question == "" {
-		return Receipt{Status: ReceiptIgnored, Reason: "no question after " + AskCommand}, nil
-	}
-	if err := (Ask{Question: c.Question, Focus: c.Focus}).Validate(); err != nil {
-		return Receipt{Status: ReceiptIgnored, Reason: ErrorMessage(err)}, nil
 	}
 	// Stored leased to this process (NextAttempt after the lease): the
-	// outbox leaves it alone while it is asked here, and takes it up when
-	// the lease ends if this process stops first.
-	wc := WebhookComment{Comment: c, TurnID: newSessionID(), State: CommentReceived, NextAttempt: s.now().Add(s.cfg.Lease)}
+	// outbox leaves it alone while it is asked (or declined) here, and
+	// takes it up when the lease ends if this process stops first.
+	wc.NextAttempt = s.now().Add(s.cfg.Lease)
 	if err := s.comments.AddComment(ctx, &wc); err != nil {
-		if errors.Is(err, ErrDuplicate) {
+		switch {
+		case errors.Is(err, ErrDuplicate):
 			return Receipt{Status: ReceiptDuplicate}, nil
+		case errors.Is(err, ErrNoticed):
+			return Receipt{Status: ReceiptIgnored, Reason: wc.Refusal + " (said once in this pull request)"}, nil
 		}
 		return Receipt{}, err
 	}
+	if wc.Refusal != "" {
+		return s.declineNow(ctx, &wc), nil
+	}
+	// 👀 on receipt, not at the outbox's next pass: that may be a second
+	// away, or in another process. A failed reaction is made later.
+	s.react(ctx, &wc)
 	// Forges wait about 10 s for an answer: what takes longer (a slow API
 	// for an unreviewed PR) is left to DeliverReplies.
 	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	r, err := s.askComment(actx, &wc)
 	if err != nil {
+		if reason, ok := declineReason(err); ok {
+			s.log.InfoContext(ctx, "declined a webhook question", slog.String("comment", wc.ID),
+				slog.String("repository", c.Repository), slog.Any("err", err))
+			wc.Refusal = reason
+			return s.declineNow(ctx, &wc), nil
+		}
 		// Stored: DeliverReplies asks it later.
 		s.log.WarnContext(ctx, "ask a webhook question; it will be tried again",
 			slog.String("comment", wc.ID), slog.String("repository", c.Repository), slog.Any("err", err))
@@ -447,6 +497,31 @@ func (s *Webhooks) ReceiveComment(ctx context.Context, c Comment, autoRegister b
 		return Receipt{Status: ReceiptQueued}, nil
 	}
 	return r, nil
+}
+
+// declineNow posts the reply of a declined question (wc.Refusal) at once;
+// if that fails, DeliverReplies posts it later.
+func (s *Webhooks) declineNow(ctx context.Context, wc *WebhookComment) Receipt {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	s.deliverRefusal(pctx, wc)
+	return Receipt{Status: ReceiptDeclined, Reason: wc.Refusal}
+}
+
+// react makes the 👀 reaction of an accepted question, once; a failure is
+// logged and the reaction made on a later pass.
+func (s *Webhooks) react(ctx context.Context, wc *WebhookComment) {
+	f, ok := s.forges[wc.Forge]
+	if !ok || wc.Reacted {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if err := f.React(rctx, wc.ref(), ReactionSeen); err != nil {
+		s.log.WarnContext(ctx, "react to a comment", slog.String("comment", wc.ID), slog.Any("err", err))
+		return
+	}
+	wc.Reacted = true
 }
 
 // mayAsk reports whether the comment's author may ask, by the Askers
@@ -489,11 +564,14 @@ func (s *Webhooks) askComment(ctx context.Context, wc *WebhookComment) (Receipt,
 		return Receipt{}, err
 	}
 	// Questions from comments count against the repository's question
-	// rate like any (anyone who can comment can ask): over it, the
-	// question waits until the limit allows it.
+	// rate like any: over it, the question waits until the limit allows
+	// it, if that is soon; else it is declined, saying when to ask again.
 	if wait, err := s.limits.repoWait(ctx, wc.Repository); err != nil {
 		return Receipt{}, err
 	} else if wait > 0 {
+		if s.now().Add(wait).After(wc.CreatedAt.Add(maxRateWait)) {
+			return Receipt{}, &declined{reason: RateLimited("questions about "+wc.Repository, wait).Message}
+		}
 		wc.NextAttempt = s.now().Add(wait)
 		if err := s.comments.UpdateComment(ctx, wc); err != nil && !errors.Is(err, ErrFenced) {
 			return Receipt{}, err
@@ -522,7 +600,7 @@ func (s *Webhooks) askComment(ctx context.Context, wc *WebhookComment) (Receipt,
 		c.ID = convID
 		c, t, err := s.turns.begin(ctx, c, &rev, a, wc.TurnID)
 		if err != nil {
-			return Receipt{}, fmt.Errorf("begin the conversation of comment %d: %w", wc.CommentID, err)
+			return Receipt{}, declineFinal(fmt.Errorf("begin the conversation of comment %d: %w", wc.CommentID, err))
 		}
 		return s.commentQueued(ctx, wc, c.ID, t.Number)
 	case err != nil:
@@ -531,7 +609,7 @@ func (s *Webhooks) askComment(ctx context.Context, wc *WebhookComment) (Receipt,
 	_, t, err := s.turns.begin(ctx, head, nil, a, wc.TurnID)
 	if err != nil {
 		if ErrorCode(err) != CodeBusy {
-			return Receipt{}, err
+			return Receipt{}, declineFinal(err)
 		}
 		// Queued behind the pending turn: asked when it settles.
 		wc.ConversationID = head.ID
@@ -557,42 +635,131 @@ func (s *Webhooks) commentQueued(ctx context.Context, wc *WebhookComment, convID
 // commentReview returns the PR's latest review version, or records one
 // made from the PR's head and base (from the event, else the forge) when
 // there is none: a version with no agent session, so the conversation is
-// seeded with the default backend.
+// seeded with the default backend. Questions arriving together make one
+// version: in this process they take turns, and across processes the store
+// creates version 1 once (CreateFirstReview). A review that cannot be made
+// for good is a declined error.
 func (s *Webhooks) commentReview(ctx context.Context, wc *WebhookComment) (Review, error) {
 	rev, err := s.catalog.review(ctx, wc.Repository, wc.PR, 0)
 	if err == nil || ErrorCode(err) != CodeNoReview {
-		return rev, err
+		return rev, declineFinal(err)
 	}
 	s.reviewing.Lock()
 	defer s.reviewing.Unlock()
 	// Another question may have made it meanwhile.
 	if rev, err = s.catalog.review(ctx, wc.Repository, wc.PR, 0); err == nil || ErrorCode(err) != CodeNoReview {
-		return rev, err
+		return rev, declineFinal(err)
 	}
 	head, base := wc.HeadSHA, wc.BaseSHA
 	if head == "" || base == "" {
 		f, ok := s.forges[wc.Forge]
 		if !ok {
-			return Review{}, fmt.Errorf("no %s API is configured to look up %s#%d", wc.Forge, wc.Repository, wc.PR)
+			return Review{}, &declined{reason: fmt.Sprintf("prchat has no %s API set up to look up this pull request, so no review of it could be made", wc.Forge)}
 		}
 		if head, base, err = f.PullRequest(ctx, wc.ref()); err != nil {
-			return Review{}, fmt.Errorf("look up %s#%d: %w", wc.Repository, wc.PR, err)
+			err = fmt.Errorf("look up %s#%d: %w", wc.Repository, wc.PR, err)
+			if errors.Is(err, ErrForgeRefused) {
+				return Review{}, &declined{reason: fmt.Sprintf("%s refused what prchat asked of it to make a review of this pull request", wc.Forge), err: err}
+			}
+			return Review{}, err
 		}
 	}
-	rev, err = s.admin.RecordReview(ctx, wc.Repository, Review{
+	rev, created, err := s.admin.recordFirstReview(ctx, wc.Repository, Review{
 		PR:      wc.PR,
 		HeadSHA: head,
 		BaseSHA: base,
 		Markdown: fmt.Sprintf("No review was recorded for pull request #%d; prchat made this version from the "+
 			"pull request's head and base when a question arrived from %s.", wc.PR, wc.Forge),
 	})
-	if err != nil {
-		return Review{}, err
+	switch {
+	case err == nil:
+	case hasCode(err, CodeNeedsClone):
+		// The clone is gone: fetching again will not bring it back.
+		return Review{}, &declined{reason: fmt.Sprintf("prchat's clone of %s is missing or cannot be read, so no review of this pull request could be made", wc.Repository), err: err}
+	case errors.Is(err, ErrUnknownCommit):
+		return Review{}, &declined{reason: fmt.Sprintf("the pull request's commits are not in prchat's clone of %s, also after fetching it, so no review of this pull request could be made", wc.Repository), err: err}
+	default:
+		return Review{}, declineFinal(err)
 	}
-	s.log.InfoContext(ctx, "recorded a review version for a question on an unreviewed PR",
-		slog.String("repository", wc.Repository), slog.Int("pr", wc.PR), slog.Int("version", rev.Version))
+	if created {
+		s.log.InfoContext(ctx, "recorded a review version for a question on an unreviewed PR",
+			slog.String("repository", wc.Repository), slog.Int("pr", wc.PR), slog.Int("version", rev.Version))
+	}
 	return rev, nil
 }
+
+// declined is an error of asking a question that trying again will not
+// mend: the question is declined, and its reply says reason.
+type declined struct {
+	reason string // one sentence for the thread
+	err    error
+}
+
+func (d *declined) Error() string {
+	if d.err != nil {
+		return d.reason + ": " + d.err.Error()
+	}
+	return d.reason
+}
+
+func (d *declined) Unwrap() error { return d.err }
+
+// declineFinal returns err as a declined error when it is a domain error
+// that says the question cannot be asked (an invalid request, a
+// repository or review that is not there, a refusal); an outage or
+// internal error it returns as it is, to be tried again.
+func declineFinal(err error) error {
+	if err == nil {
+		return nil
+	}
+	var d *declined
+	if errors.As(err, &d) {
+		return err
+	}
+	switch ErrorCode(err) {
+	case CodeInvalid, CodeRepositoryNotFound, CodeNoReview, CodeNotFound, CodeForbidden, CodeUnsupportedBackend, CodeNeedsClone, CodeConflict:
+		return &declined{reason: strings.TrimSuffix(ErrorMessage(err), "."), err: err}
+	}
+	return err
+}
+
+// declineReason returns the reply's reason of an error that declines a
+// question.
+func declineReason(err error) (string, bool) {
+	var d *declined
+	if errors.As(err, &d) {
+		return d.reason, true
+	}
+	return "", false
+}
+
+// hasCode reports whether any error in err's tree (joined errors too) is
+// an *Error with code.
+func hasCode(err error, code Code) bool {
+	for err != nil {
+		if e, ok := err.(*Error); ok && e.Code == code {
+			return true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if hasCode(e, code) {
+					return true
+				}
+			}
+			return false
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// maxRateWait is how long after its arrival a question may wait for the
+// repository's rate limit; one that would wait longer is declined.
+const maxRateWait = time.Minute
 
 // holdsNUL reports whether any text of the comment holds a NUL byte.
 func (c Comment) holdsNUL() bool {
@@ -615,8 +782,10 @@ func (c Comment) ref() CommentRef {
 	return CommentRef{Repository: c.Repository, PR: c.PR, CommentID: c.CommentID, Thread: c.Thread, Discussion: c.Discussion, Installation: c.Installation}
 }
 
-// deferComment records a failed attempt and when to try again; after
-// maxCommentAttempts the comment is given up.
+// deferComment records a failed attempt and when to try again. A question
+// not asked yet whose attempt failed for good (a declined error), or after
+// maxCommentAttempts, is declined: its reply says why (deliverRefusal). An
+// answer whose posting failed maxCommentAttempts times is given up.
 func (s *Webhooks) deferComment(ctx context.Context, wc *WebhookComment, cause error) {
 	wc.Attempts++
 	wc.Error = s.masker.String(cause.Error())
@@ -624,46 +793,98 @@ func (s *Webhooks) deferComment(ctx context.Context, wc *WebhookComment, cause e
 		wc.Error = wc.Error[:2000]
 	}
 	wc.NextAttempt = s.now().Add(s.commentRetry(wc.Attempts))
-	if wc.Attempts >= maxCommentAttempts || errors.Is(cause, ErrForgeRefused) {
-		if wc.State == CommentReceived || wc.State == CommentWaiting {
-			// Never silent: a question given up before its turn was made
-			// is told why, once.
-			s.postRefusal(ctx, wc, cause)
-		}
-		wc.State = CommentFailed
-		if s.observer != nil {
-			s.observer.ReplyFailed(wc.Forge)
-		}
-		s.log.WarnContext(ctx, "gave up a webhook question", slog.String("comment", wc.ID),
+	reason, final := declineReason(cause)
+	asking := wc.State == CommentReceived || wc.State == CommentWaiting
+	if asking && !final && wc.Attempts >= maxCommentAttempts {
+		reason, final = fmt.Sprintf("it could not be taken after %d attempts", wc.Attempts), true
+	}
+	switch {
+	case final:
+		// Never silent: told why, once, now (posting the reply has
+		// attempts of its own).
+		s.log.WarnContext(ctx, "declined a webhook question", slog.String("comment", wc.ID),
 			slog.String("forge", wc.Forge), slog.Int("attempts", wc.Attempts), slog.Any("err", cause))
+		wc.Refusal, wc.State, wc.Attempts, wc.NextAttempt, wc.PostTried = reason, CommentReceived, 0, s.now(), false
+	case !asking && (wc.Attempts >= maxCommentAttempts || errors.Is(cause, ErrForgeRefused)):
+		s.giveUp(ctx, wc, cause)
 	}
 	if err := s.comments.UpdateComment(ctx, wc); err != nil && !errors.Is(err, ErrFenced) {
 		s.log.WarnContext(ctx, "record a webhook question's attempt", slog.String("comment", wc.ID), slog.Any("err", err))
 	}
 }
 
-// postRefusal posts, once, the reply to a question given up before its
-// turn was made; a failure to post it is logged, not retried.
-func (s *Webhooks) postRefusal(ctx context.Context, wc *WebhookComment, cause error) {
+// giveUp marks a comment failed: nothing more is tried.
+func (s *Webhooks) giveUp(ctx context.Context, wc *WebhookComment, cause error) {
+	wc.State = CommentFailed
+	if s.observer != nil {
+		s.observer.ReplyFailed(wc.Forge)
+	}
+	s.log.WarnContext(ctx, "gave up a webhook question", slog.String("comment", wc.ID),
+		slog.String("forge", wc.Forge), slog.Int("attempts", wc.Attempts), slog.Any("err", cause))
+}
+
+// deliverRefusal posts the reply of a declined question: one sentence
+// saying why (wc.Refusal), with its trace id, exactly once: an attempt
+// after one that may have posted it first looks for its marker. Then the
+// comment is done (state failed: no answer); a failed post is tried again
+// later, up to maxCommentAttempts.
+func (s *Webhooks) deliverRefusal(ctx context.Context, wc *WebhookComment) {
 	f, ok := s.forges[wc.Forge]
 	if !ok {
+		s.giveUp(ctx, wc, fmt.Errorf("no %s API is configured to say why a question is declined", wc.Forge))
+		if err := s.comments.UpdateComment(ctx, wc); err != nil && !errors.Is(err, ErrFenced) {
+			s.log.WarnContext(ctx, "record a declined question", slog.String("comment", wc.ID), slog.Any("err", err))
+		}
 		return
 	}
-	reason := fmt.Sprintf("it could not be taken after %d attempts", wc.Attempts)
-	if errors.Is(cause, ErrForgeRefused) {
-		reason = fmt.Sprintf("%s refused what prchat asked of it to make a review of this pull request", wc.Forge)
+	if err := s.postRefusal(ctx, f, wc); err != nil {
+		wc.Attempts++
+		wc.Error = s.masker.String(err.Error())
+		wc.NextAttempt = s.now().Add(s.commentRetry(wc.Attempts))
+		if wc.Attempts >= maxCommentAttempts {
+			s.giveUp(ctx, wc, err)
+		} else {
+			s.log.WarnContext(ctx, "post why a webhook question is declined; it will be tried again", slog.String("comment", wc.ID),
+				slog.String("forge", wc.Forge), slog.Int("attempt", wc.Attempts), slog.Any("err", err))
+		}
+	} else {
+		wc.State = CommentFailed
+		if s.observer != nil {
+			s.observer.ReplyDeclined(wc.Forge)
+		}
+		s.log.InfoContext(ctx, "posted why a webhook question is declined", slog.String("comment", wc.ID),
+			slog.String("forge", wc.Forge), slog.String("repository", wc.Repository), slog.Int("pr", wc.PR))
 	}
+	if err := s.comments.UpdateComment(ctx, wc); err != nil && !errors.Is(err, ErrFenced) {
+		s.log.WarnContext(ctx, "record a declined question", slog.String("comment", wc.ID), slog.Any("err", err))
+	}
+}
+
+// postRefusal posts RefusalBody to wc unless an earlier attempt did.
+func (s *Webhooks) postRefusal(ctx context.Context, f Forge, wc *WebhookComment) error {
 	marker := ReplyMarker(wc.TurnID)
-	if id, err := f.FindReply(ctx, wc.ref(), marker); err == nil && id != "" {
-		wc.ReplyID = id
-		return
+	if wc.PostTried {
+		id, err := f.FindReply(ctx, wc.ref(), marker)
+		if err != nil {
+			return fmt.Errorf("look for an earlier reply: %w", err)
+		}
+		if id != "" {
+			wc.ReplyID = id
+			return nil
+		}
 	}
-	id, err := f.PostReply(ctx, wc.ref(), RefusalBody(reason, wc.ID, marker))
+	// Recorded before posting: a process that stops after posting leaves
+	// the next attempt to look for the reply first.
+	wc.PostTried = true
+	if err := s.comments.UpdateComment(ctx, wc); err != nil {
+		return fmt.Errorf("record a post attempt: %w", err)
+	}
+	id, err := f.PostReply(ctx, wc.ref(), RefusalBody(wc.Refusal, wc.ID, marker))
 	if err != nil {
-		s.log.WarnContext(ctx, "post why a webhook question was given up", slog.String("comment", wc.ID), slog.Any("err", err))
-		return
+		return err
 	}
 	wc.ReplyID = id
+	return nil
 }
 
 // DeliverReplies does what is due for the webhook questions: it reacts to
@@ -703,14 +924,12 @@ func (s *Webhooks) DeliverReplies(ctx context.Context) (int, error) {
 }
 
 func (s *Webhooks) deliverComment(ctx context.Context, wc *WebhookComment) {
-	f, ok := s.forges[wc.Forge]
-	if ok && !wc.Reacted {
-		if err := f.React(ctx, wc.ref(), ReactionSeen); err != nil {
-			s.log.WarnContext(ctx, "react to a comment", slog.String("comment", wc.ID), slog.Any("err", err))
-		} else {
-			wc.Reacted = true
-		}
+	if wc.Refusal != "" {
+		s.deliverRefusal(ctx, wc)
+		return
 	}
+	f, ok := s.forges[wc.Forge]
+	s.react(ctx, wc)
 	switch wc.State {
 	case CommentReceived, CommentWaiting:
 		if _, err := s.askComment(ctx, wc); err != nil {
@@ -719,6 +938,10 @@ func (s *Webhooks) deliverComment(ctx context.Context, wc *WebhookComment) {
 		return
 	}
 	t, err := s.store.TurnByID(ctx, wc.TurnID)
+	if ErrorCode(err) == CodeNotFound {
+		// Its conversation was deleted before the answer was posted.
+		err = &declined{reason: "its conversation was deleted before it was answered", err: err}
+	}
 	if err != nil {
 		s.deferComment(ctx, wc, err)
 		return

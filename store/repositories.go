@@ -83,13 +83,28 @@ func (s *Store) Repositories(ctx context.Context) ([]chat.Repository, error) {
 // r's ID, Version and CreatedAt, and its RepositoryID and Repository. The
 // repository is r.RepositoryID if set, else the one named r.Repository.
 func (s *Store) CreateReview(ctx context.Context, r *chat.Review) error {
+	_, err := s.createReview(ctx, r, false)
+	return err
+}
+
+// CreateFirstReview stores r as version 1 of its PR if the PR has no
+// review, and reports true; else it fills r with the PR's latest review
+// and reports false. Of calls that race on one PR, from any processes,
+// exactly one creates it (the unique version decides) and the others get
+// its review.
+func (s *Store) CreateFirstReview(ctx context.Context, r *chat.Review) (bool, error) {
+	return s.createReview(ctx, r, true)
+}
+
+func (s *Store) createReview(ctx context.Context, r *chat.Review, onlyFirst bool) (bool, error) {
 	row, err := newReviewRow(r)
 	if err != nil {
-		return fmt.Errorf("create review of %s#%d: %w", r.Repository, r.PR, err)
+		return false, fmt.Errorf("create review of %s#%d: %w", r.Repository, r.PR, err)
 	}
 	row.ID = 0
 	row.CreatedAt = stamp(r.CreatedAt)
 	var repo repositoryRow
+	exists := false
 	for attempt := 1; ; attempt++ {
 		err = s.transaction(ctx, func(tx *gorm.DB) error {
 			q := tx.Where("name = ?", r.Repository)
@@ -106,6 +121,9 @@ func (s *Store) CreateReview(ctx context.Context, r *chat.Review) error {
 				repo.ID, r.PR).Scan(&latest).Error; err != nil {
 				return err
 			}
+			if exists = onlyFirst && latest > 0; exists {
+				return nil
+			}
 			row.ID, row.RepositoryID, row.Version = 0, repo.ID, latest+1
 			return tx.Create(&row).Error
 		})
@@ -117,13 +135,30 @@ func (s *Store) CreateReview(ctx context.Context, r *chat.Review) error {
 	if err != nil {
 		var e *chat.Error
 		if errors.As(err, &e) {
-			return e
+			return false, e
 		}
-		return fmt.Errorf("create review of %s#%d: %w", repoName(r), r.PR, err)
+		return false, fmt.Errorf("create review of %s#%d: %w", repoName(r), r.PR, err)
+	}
+	if exists {
+		// Read on the write pool: the review another call just made.
+		var rows []reviewWithRepo
+		if err := s.write.WithContext(ctx).Raw(selectReviews+`WHERE rv.repository_id = ? AND rv.pr = ? ORDER BY rv.version DESC LIMIT 1`,
+			repo.ID, r.PR).Scan(&rows).Error; err != nil {
+			return false, fmt.Errorf("get the latest review of %s#%d: %w", repo.Name, r.PR, err)
+		}
+		if len(rows) == 0 {
+			return false, fmt.Errorf("get the latest review of %s#%d: it is gone", repo.Name, r.PR)
+		}
+		latest, err := rows[0].chat()
+		if err != nil {
+			return false, err
+		}
+		*r = latest
+		return false, nil
 	}
 	r.ID, r.RepositoryID, r.Repository = row.ID, repo.ID, repo.Name
 	r.Version, r.CreatedAt = row.Version, row.CreatedAt
-	return nil
+	return true, nil
 }
 
 // repoName names r's repository for a message.

@@ -293,6 +293,67 @@ func TestCreateReviewConcurrently(t *testing.T) {
 	})
 }
 
+// TestCreateFirstReviewConcurrently: of calls racing to make the first
+// review of a PR (as webhook questions on an unreviewed PR do, from any
+// number of processes: each call here runs on its own connection), one
+// creates version 1 and every other gets it; a PR with a review gets its
+// latest, and nothing is created.
+func TestCreateFirstReviewConcurrently(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		f := setup(t, s)
+		const n = 8
+		got := make([]chat.Review, n)
+		created := make([]bool, n)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				r := chat.Review{Repository: f.repo.Name, PR: 43, HeadSHA: fmt.Sprint("head-", i)}
+				c, err := s.CreateFirstReview(t.Context(), &r)
+				if err != nil {
+					errs <- err
+					return
+				}
+				got[i], created[i] = r, c
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		makers := 0
+		for i := range n {
+			if created[i] {
+				makers++
+			}
+			if got[i].Version != 1 || got[i].ID != got[0].ID || got[i].HeadSHA != got[0].HeadSHA || got[i].Repository != f.repo.Name {
+				t.Errorf("call %d got %+v, want version 1 as call 0 got it (%+v)", i, got[i], got[0])
+			}
+		}
+		if makers != 1 {
+			t.Errorf("%d calls created the review, want 1", makers)
+		}
+		if all, err := s.Reviews(t.Context(), f.repo.Name, 43); err != nil || len(all) != 1 {
+			t.Errorf("PR 43 has %d review versions (%v), want 1", len(all), err)
+		}
+		// A PR with a review (version 1 of PR 7, recorded by setup) gets
+		// it back.
+		r := chat.Review{Repository: f.repo.Name, PR: 7, HeadSHA: "other"}
+		if c, err := s.CreateFirstReview(t.Context(), &r); err != nil || c || r.ID != f.review.ID || r.HeadSHA != "h1" {
+			t.Errorf("on a reviewed PR: created %v, %+v, %v; want review %d", c, r, err, f.review.ID)
+		}
+		missing := chat.Review{Repository: "octo/none", PR: 1}
+		if _, err := s.CreateFirstReview(t.Context(), &missing); chat.ErrorCode(err) != chat.CodeRepositoryNotFound {
+			t.Errorf("unknown repository: %v", err)
+		}
+	})
+}
+
 func TestNotFound(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {

@@ -2,10 +2,12 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
+	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
 	"github.com/prchat/prchat/chat"
@@ -41,6 +43,7 @@ type webhookCommentRow struct {
 	Attempts       int       `gorm:"column:attempts"`
 	NextAttemptAt  time.Time `gorm:"column:next_attempt_at"`
 	Error          string    `gorm:"column:error"`
+	Refusal        string    `gorm:"column:refusal"`
 	Version        int64     `gorm:"column:version"`
 	CreatedAt      time.Time `gorm:"column:created_at"`
 	UpdatedAt      time.Time `gorm:"column:updated_at"`
@@ -76,6 +79,7 @@ func (r webhookCommentRow) chat() (chat.WebhookComment, error) {
 		Attempts:       r.Attempts,
 		NextAttempt:    r.NextAttemptAt.UTC(),
 		Error:          r.Error,
+		Refusal:        r.Refusal,
 		Version:        r.Version,
 		CreatedAt:      r.CreatedAt.UTC(),
 	}
@@ -108,7 +112,8 @@ func webhookCommentKey() uniqueKey {
 }
 
 // AddComment stores a received comment question. A delivery id or a
-// comment stored before is chat.ErrDuplicate; nothing is stored then.
+// comment stored before is chat.ErrDuplicate; a comment whose notice
+// (c.Notice) its PR has had is chat.ErrNoticed; nothing is stored then.
 func (s *Store) AddComment(ctx context.Context, c *chat.WebhookComment) error {
 	t := now()
 	row := webhookCommentRow{
@@ -128,6 +133,7 @@ func (s *Store) AddComment(ctx context.Context, c *chat.WebhookComment) error {
 		BaseSHA:       c.BaseSHA,
 		TurnID:        c.TurnID,
 		State:         chat.CommentReceived,
+		Refusal:       c.Refusal,
 		NextAttemptAt: stamp(c.NextAttempt),
 		Version:       1,
 		CreatedAt:     t,
@@ -137,7 +143,25 @@ func (s *Store) AddComment(ctx context.Context, c *chat.WebhookComment) error {
 	if row.Focus, err = encodeNullableJSON(c.Focus); err != nil {
 		return fmt.Errorf("encode the focus of a webhook comment: %w", err)
 	}
-	err = s.write.WithContext(ctx).Create(&row).Error
+	if c.Notice == "" {
+		err = s.write.WithContext(ctx).Create(&row).Error
+	} else {
+		// The notice and the comment are stored together or not at all.
+		err = s.transaction(ctx, func(tx *gorm.DB) error {
+			n := webhookNoticeRow{Forge: c.Forge, Repository: c.Repository, PR: c.PR, Kind: c.Notice, CreatedAt: t}
+			res := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&n)
+			if res.Error != nil {
+				return res.Error
+			}
+			if res.RowsAffected == 0 {
+				return chat.ErrNoticed
+			}
+			return tx.Create(&row).Error
+		})
+		if errors.Is(err, chat.ErrNoticed) {
+			return err
+		}
+	}
 	if violates(err, webhookDeliveryKey()) || violates(err, webhookCommentKey()) {
 		return chat.ErrDuplicate
 	}
@@ -163,6 +187,7 @@ func (s *Store) UpdateComment(ctx context.Context, c *chat.WebhookComment) error
 			"attempts":        c.Attempts,
 			"next_attempt_at": stamp(c.NextAttempt),
 			"error":           c.Error,
+			"refusal":         c.Refusal,
 			"version":         c.Version + 1,
 			"updated_at":      now(),
 		})
@@ -213,3 +238,15 @@ func (s *Store) ClaimThread(ctx context.Context, forge, repo string, pr int, thr
 	}
 	return got[0].ConversationID, nil
 }
+
+// webhookNoticeRow is a notice a PR has had: one said once per PR (a
+// question from an unregistered repository's PR).
+type webhookNoticeRow struct {
+	Forge      string    `gorm:"column:forge;primaryKey"`
+	Repository string    `gorm:"column:repository;primaryKey"`
+	PR         int       `gorm:"column:pr;primaryKey"`
+	Kind       string    `gorm:"column:kind;primaryKey"`
+	CreatedAt  time.Time `gorm:"column:created_at"`
+}
+
+func (webhookNoticeRow) TableName() string { return "webhook_notices" }

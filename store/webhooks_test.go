@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -127,6 +128,66 @@ func TestWebhookComments(t *testing.T) {
 		}
 		if id, err = s.ClaimThread(ctx, chat.ForgeGitHub, "octo/widgets", 8, "thread/42", "c3"); err != nil || id != "c3" {
 			t.Errorf("another PR's thread: %q, %v, want c3", id, err)
+		}
+	})
+}
+
+// TestWebhookNotices: a comment that carries a notice is stored only for
+// the first of its PR, however many arrive at once, and the claim holds
+// for later ones; a duplicate of the first stores nothing either.
+func TestWebhookNotices(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		now := time.Now().UTC()
+		const n = 10
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				c := newComment(fmt.Sprint("n", i), int64(500+i), now)
+				c.Repository, c.Refusal, c.Notice = "octo/unknown", "prchat does not know octo/unknown", chat.NoticeUnregistered
+				errs[i] = s.AddComment(ctx, &c)
+			})
+		}
+		close(start)
+		wg.Wait()
+		stored := 0
+		for _, err := range errs {
+			switch {
+			case err == nil:
+				stored++
+			case !errors.Is(err, chat.ErrNoticed):
+				t.Fatalf("add: %v", err)
+			}
+		}
+		if stored != 1 {
+			t.Fatalf("%d of %d comments with the notice stored, want 1", stored, n)
+		}
+		due, err := s.DueComments(ctx, now.Add(time.Second), 20)
+		if err != nil || len(due) != 1 || due[0].Refusal != "prchat does not know octo/unknown" {
+			t.Fatalf("due: %+v, %v; want the one comment with its refusal", due, err)
+		}
+		later := newComment("n-later", 600, now)
+		later.Repository, later.Notice = "octo/unknown", chat.NoticeUnregistered
+		if err := s.AddComment(ctx, &later); !errors.Is(err, chat.ErrNoticed) {
+			t.Errorf("a later comment on the PR: %v, want ErrNoticed", err)
+		}
+		other := newComment("n-other", 601, now)
+		other.Repository, other.PR, other.Notice = "octo/unknown", 8, chat.NoticeUnregistered
+		if err := s.AddComment(ctx, &other); err != nil {
+			t.Errorf("the first on another PR: %v", err)
+		}
+		// The refusal is kept through updates.
+		d := due[0]
+		d.Refusal = "changed"
+		if err := s.UpdateComment(ctx, &d); err != nil {
+			t.Fatal(err)
+		}
+		if due, err := s.DueComments(ctx, now.Add(time.Second), 20); err != nil || len(due) != 2 || due[0].Refusal != "changed" {
+			t.Errorf("after the update: %+v, %v", due, err)
 		}
 	})
 }

@@ -90,7 +90,7 @@ var _ chat.CommentObserver = (*ReplyMetrics)(nil)
 func NewReplyMetrics(reg prometheus.Registerer) *ReplyMetrics {
 	m := &ReplyMetrics{replies: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "prchat_webhook_replies_total",
-		Help: "Answers to webhook questions by forge and outcome (posted, failed: given up after retries).",
+		Help: "Replies to webhook questions by forge and outcome (posted: an answer; declined: why a question is not answered; failed: given up after retries).",
 	}, []string{"forge", "outcome"})}
 	reg.MustRegister(m.replies)
 	return m
@@ -99,5 +99,11 @@ func NewReplyMetrics(reg prometheus.Registerer) *ReplyMetrics {
 // ReplyPosted counts a posted answer.
 func (m *ReplyMetrics) ReplyPosted(forge string) { m.replies.WithLabelValues(forge, "posted").Inc() }
 
-// ReplyFailed counts an answer given up.
+// ReplyDeclined counts a posted reply saying why a question is not
+// answered.
+func (m *ReplyMetrics) ReplyDeclined(forge string) {
+	m.replies.WithLabelValues(forge, "declined").Inc()
+}
+
+// ReplyFailed counts a reply given up.
 func (m *ReplyMetrics) ReplyFailed(forge string) { m.replies.WithLabelValues(forge, "failed").Inc() }

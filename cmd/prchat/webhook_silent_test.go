@@ -1,7 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -9,37 +13,218 @@ import (
 	"github.com/google/uuid"
 	"github.com/prchat/prchat/chat"
 	"github.com/prchat/prchat/chat/chattest"
+	"github.com/prchat/prchat/forge/github/githubtest"
 )
 
-// TestWebhookNeverSilent: an accepted /ask that cannot be answered (here:
-// no review can be made, as GitHub does not show the PR) gets one reply
-// saying why, with its trace id, and no turn.
+// trace returns the trace id of the question of comment id: the id its
+// reply and the logs name it by.
+func (g *ghEnv) trace(id int64) string {
+	g.t.Helper()
+	var trace string
+	if err := g.d.store.DB().Table("webhook_comments").Select("id").Where("comment_id = ?", id).Scan(&trace).Error; err != nil {
+		g.t.Fatal(err)
+	}
+	return trace
+}
+
+// settle waits until every stored question is done (answered, declined or
+// given up), and then for the answer of one more question to come through
+// the outbox: a reply that a loop would post again has been posted again
+// by then.
+func (g *ghEnv) settle() {
+	g.t.Helper()
+	chattest.Eventually(g.t, "every question done", func() bool {
+		var n int64
+		if err := g.d.store.DB().Table("webhook_comments").Where("state IN ?", []string{chat.CommentReceived, chat.CommentWaiting, chat.CommentQueued}).Count(&n).Error; err != nil {
+			g.t.Fatal(err)
+		}
+		return n == 0
+	})
+	const repo = "acme/settle"
+	if !g.settling {
+		g.settling = true
+		g.do("POST", "/api/v1/repos", map[string]any{"name": repo, "clone_path": g.repoDir}, http.StatusCreated, nil)
+		g.do("POST", "/api/v1/repos/"+repo+"/pulls/1/reviews",
+			map[string]any{"head_sha": g.head, "base_sha": g.base, "backend": "scripted", "markdown": "Fine."}, http.StatusCreated, nil)
+	}
+	before := len(withMarker(g.gh.IssueComments(repo, 1)))
+	body := payload(g.t, "issue_comment.json", ghPayload{Repo: repo, PR: 1, CommentID: 1_000_000 + commentIDs.Add(1), Body: "/ask Settled?"})
+	if code, r := deliver(g.t, g.url, "issue_comment", uuid.NewString(), body, testWebhookSecret); code != http.StatusAccepted {
+		g.t.Fatalf("settle: %d %+v", code, r)
+	}
+	chattest.Eventually(g.t, "the settling answer", func() bool { return len(withMarker(g.gh.IssueComments(repo, 1))) == before+1 })
+}
+
+// reactions returns the reactions made to comment id.
+func reactions(gh *githubtest.Server, id int64) []string {
+	var out []string
+	for _, re := range gh.Reactions() {
+		if re.CommentID == id {
+			out = append(out, re.Content)
+		}
+	}
+	return out
+}
+
+// TestWebhookNeverSilent: every accepted /ask that prchat cannot answer
+// gets exactly one reply in its thread saying why, with its trace id, and
+// no turn; none is posted again once the daemon has settled, and what
+// cannot be mended by retrying (a clone that is gone) is tried once.
 func TestWebhookNeverSilent(t *testing.T) {
 	t.Parallel()
 	for _, m := range modes(t) {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
 			g := setupGitHub(t, m, nil)
-			id := 1_000_000 + commentIDs.Add(1)
-			body := payload(t, "issue_comment.json", ghPayload{PR: 404, CommentID: id, Body: "/ask Why?"})
-			if code, r := deliver(t, g.url, "issue_comment", uuid.NewString(), body, testWebhookSecret); code != http.StatusAccepted {
-				t.Fatalf("ask: %d %+v", code, r)
+
+			// A registered repository whose clone is then gone.
+			gone := filepath.Join(t.TempDir(), "gone")
+			if out, err := exec.Command("git", "clone", "-q", g.repoDir, gone).CombinedOutput(); err != nil {
+				t.Fatalf("git clone: %v\n%s", err, out)
 			}
-			chattest.Eventually(t, "the question given up", func() bool { return g.commentState(chat.ForgeGitHub, id) == chat.CommentFailed })
-			replies := withMarker(g.gh.IssueComments("acme/widget", 404))
-			if len(replies) != 1 {
-				t.Fatalf("%d replies, want 1: %+v", len(replies), replies)
-			}
-			var trace string
-			if err := g.d.store.DB().Table("webhook_comments").Select("id").Where("comment_id = ?", id).Scan(&trace).Error; err != nil {
+			g.do("POST", "/api/v1/repos", map[string]any{"name": "acme/gone", "clone_path": gone}, http.StatusCreated, nil)
+			if err := os.RemoveAll(gone); err != nil {
 				t.Fatal(err)
 			}
-			if r := replies[0].Body; !strings.Contains(r, "prchat could not answer this question: github refused") || !strings.Contains(r, "(trace "+trace+")") {
-				t.Errorf("reply:\n%s", r)
+			g.gh.AddPull("acme/gone", 5, g.head, g.base)
+
+			type ask struct {
+				repo string
+				pr   int
+				body string
 			}
-			checkReplyLines(t, replies[0].Body)
+			cases := []struct {
+				name string
+				ask  ask
+				// reason is what the reply says after "prchat could not
+				// answer this question: ".
+				reason string
+			}{
+				{"no review could be made: GitHub does not show the PR", ask{"acme/widget", 404, "/ask Why?"},
+					"github refused what prchat asked of it to make a review of this pull request"},
+				{"the clone is gone", ask{"acme/gone", 5, "/ask Why?"},
+					"prchat's clone of acme/gone is missing or cannot be read, so no review of this pull request could be made"},
+				{"an unregistered repository", ask{"acme/other", 5, "/ask Why?"},
+					"prchat does not know the repository acme/other"},
+				{"a bare /ask", ask{"acme/widget", 21, "/ask"},
+					"there is no question after /ask"},
+				{"a question over the length limit", ask{"acme/widget", 22, "/ask " + strings.Repeat("é", chat.MaxQuestionRunes+1)},
+					fmt.Sprintf("the question cannot be asked: question has %d characters; at most %d are allowed", chat.MaxQuestionRunes+1, chat.MaxQuestionRunes)},
+			}
+			ids := make([]int64, len(cases))
+			for i, c := range cases {
+				ids[i] = 1_000_000 + commentIDs.Add(1)
+				body := payload(t, "issue_comment.json", ghPayload{Repo: c.ask.repo, PR: c.ask.pr, CommentID: ids[i], Body: c.ask.body})
+				code, r := deliver(t, g.url, "issue_comment", uuid.NewString(), body, testWebhookSecret)
+				if code != http.StatusOK && code != http.StatusAccepted {
+					t.Fatalf("%s: %d %+v", c.name, code, r)
+				}
+			}
+			check := func(when string) {
+				t.Helper()
+				for i, c := range cases {
+					replies := withMarker(g.gh.IssueComments(c.ask.repo, c.ask.pr))
+					if len(replies) != 1 {
+						t.Errorf("%s, %s: %d replies, want 1: %+v", c.name, when, len(replies), replies)
+						continue
+					}
+					want := "prchat could not answer this question: " + c.reason
+					if r := replies[0].Body; !strings.Contains(r, want) || !strings.Contains(r, "(trace "+g.trace(ids[i])+")") {
+						t.Errorf("%s: reply lacks %q or its trace:\n%s", c.name, want, r)
+					}
+					checkReplyLines(t, replies[0].Body)
+				}
+			}
+			for i, c := range cases {
+				chattest.Eventually(t, c.name+": the reply", func() bool { return len(withMarker(g.gh.IssueComments(c.ask.repo, c.ask.pr))) > 0 })
+				// Declined: nothing more to do.
+				chattest.Eventually(t, c.name+": the question done", func() bool { return g.commentState(chat.ForgeGitHub, ids[i]) == chat.CommentFailed })
+			}
+			check("at once")
 			if n := g.count("turns"); n != 0 {
 				t.Errorf("%d turns", n)
+			}
+			lookups := len(g.gh.CallsTo("GET", "/repos/acme/gone/pulls/5"))
+			g.settle()
+			check("after settling")
+			if n := len(g.gh.CallsTo("GET", "/repos/acme/gone/pulls/5")); n != 1 || lookups != 1 {
+				t.Errorf("the PR whose clone is gone was looked up %d times, then %d, want once", lookups, n)
+			}
+			if !strings.Contains(string(g.do("GET", "/metrics", nil, http.StatusOK, nil)), fmt.Sprintf(`prchat_webhook_replies_total{forge="github",outcome="declined"} %d`, len(cases))) {
+				t.Errorf("metrics do not count %d declined replies", len(cases))
+			}
+		})
+	}
+}
+
+// TestWebhookUnregisteredOncePerPR: questions from a repository prchat does
+// not know get one reply per pull request, however many are asked there and
+// however they arrive (together, later, again after a restart), and no 👀.
+func TestWebhookUnregisteredOncePerPR(t *testing.T) {
+	t.Parallel()
+	for _, m := range modes(t) {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			g := setupGitHub(t, m, nil)
+			ask := func(pr int) (int64, int, receipt) {
+				id := 1_000_000 + commentIDs.Add(1)
+				body := payload(t, "issue_comment.json", ghPayload{Repo: "acme/other", PR: pr, CommentID: id, Body: "/ask Why?"})
+				code, r := deliver(t, g.url, "issue_comment", uuid.NewString(), body, testWebhookSecret)
+				return id, code, r
+			}
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			var statuses []string
+			var all []int64
+			for range 4 {
+				wg.Go(func() {
+					id, code, r := ask(5)
+					mu.Lock()
+					defer mu.Unlock()
+					all = append(all, id)
+					statuses = append(statuses, fmt.Sprint(code, " ", r.Status))
+					if code != http.StatusOK || !strings.Contains(r.Reason, "prchat does not know the repository acme/other") {
+						t.Errorf("ask: %d %+v", code, r)
+					}
+				})
+			}
+			wg.Wait()
+			declined := 0
+			for _, s := range statuses {
+				if s == "200 declined" {
+					declined++
+				}
+			}
+			if declined != 1 {
+				t.Errorf("statuses %v, want one declined (the rest said once already)", statuses)
+			}
+			chattest.Eventually(t, "the reply", func() bool { return len(withMarker(g.gh.IssueComments("acme/other", 5))) > 0 })
+			// Later, and after a restart: still said once.
+			_, _, r := ask(5)
+			if r.Status != "ignored" || !strings.Contains(r.Reason, "said once in this pull request") {
+				t.Errorf("a later ask: %+v", r)
+			}
+			g.d.Stop()
+			d := g.boot(roleOf("serve"), g.cfg)
+			g.d, g.url = d, d.URL()
+			if _, _, r := ask(5); r.Status != "ignored" {
+				t.Errorf("an ask after the restart: %+v", r)
+			}
+			// Another PR is told too.
+			if _, _, r := ask(6); r.Status != "declined" {
+				t.Errorf("another PR: %+v", r)
+			}
+			chattest.Eventually(t, "the other PR's reply", func() bool { return len(withMarker(g.gh.IssueComments("acme/other", 6))) > 0 })
+			g.settle()
+			for pr, want := range map[int]int{5: 1, 6: 1} {
+				if n := len(withMarker(g.gh.IssueComments("acme/other", pr))); n != want {
+					t.Errorf("PR %d: %d replies, want %d", pr, n, want)
+				}
+			}
+			for _, id := range all {
+				if re := reactions(g.gh, id); len(re) != 0 {
+					t.Errorf("comment %d has reactions %v, want none", id, re)
+				}
 			}
 		})
 	}
