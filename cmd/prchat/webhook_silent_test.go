@@ -257,3 +257,47 @@ func TestWebhookOneReviewForConcurrentAsks(t *testing.T) {
 		})
 	}
 }
+
+// TestWebhookOneReviewAcrossProcesses: /asks arriving together on a PR
+// with no review, taken by two processes on one Postgres, make one review
+// version, and each is answered once.
+func TestWebhookOneReviewAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	ms := modes(t)
+	m := ms[len(ms)-1]
+	if !m.real {
+		t.Skip("two processes share a database only on Postgres (PRCHAT_TEST_DATABASE_URL, PRCHAT_TEST_REDIS_URL)")
+	}
+	g := setupGitHub(t, m, nil)
+	other := g.cfg
+	other.DataDir, other.WorkerID = t.TempDir(), "w-"+uuid.NewString()[:8]
+	second := g.boot(roleOf("serve"), other)
+	g.gh.AddPull("acme/widget", 32, g.head, g.base)
+	const asks = 8
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range asks {
+		url := g.url
+		if i%2 == 1 {
+			url = second.URL()
+		}
+		body := payload(t, "issue_comment.json", ghPayload{PR: 32, CommentID: 1_000_000 + commentIDs.Add(1), Body: fmt.Sprintf("/ask Why, %d?", i)})
+		wg.Go(func() {
+			<-start
+			if code, r := deliver(t, url, "issue_comment", uuid.NewString(), body, testWebhookSecret); code != http.StatusAccepted {
+				t.Errorf("ask %d: %d %+v", i, code, r)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	chattest.Eventually(t, "every answer", func() bool { return len(withMarker(g.gh.IssueComments("acme/widget", 32))) >= asks })
+	var versions int64
+	if err := g.d.store.DB().Table("reviews").Where("pr = ?", 32).Count(&versions).Error; err != nil || versions != 1 {
+		t.Errorf("%d review versions (%v), want 1", versions, err)
+	}
+	g.settle()
+	if n := len(withMarker(g.gh.IssueComments("acme/widget", 32))); n != asks {
+		t.Errorf("%d replies, want %d", n, asks)
+	}
+}
