@@ -18,6 +18,7 @@ import (
 // browser, and a page reaching prchat under a rebound host name (DNS
 // rebinding) reads nothing.
 func TestOtherSitesCannotDrivePrchatInABrowser(t *testing.T) {
+	t.Parallel()
 	b := newBrowser(t, chromedp.Flag("host-resolver-rules", "MAP rebound.example 127.0.0.1"))
 	e := setup(t, mode{name: "embedded"}, nil)
 

@@ -128,7 +128,7 @@ func eval[T any](b *browser, expr string) T {
 // poll waits until a JavaScript expression is true.
 func (b *browser) poll(what, expr string) {
 	b.t.Helper()
-	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(chattest.Within(10*time.Second)))); err != nil {
 		main, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.querySelector("main").innerHTML`))
 		b.t.Fatalf("%s (%s): %v\nthe page's main:\n%s", what, expr, err, main)
 	}
@@ -174,6 +174,7 @@ func (b *browser) text(sel string) string {
 // range asked from the keyboard alone, cancelling a running turn, and the
 // team page's figures against GET /api/v1/stats; no page logs an error.
 func TestDashboardInABrowser(t *testing.T) {
+	t.Parallel()
 	b := newBrowser(t)
 	e := setup(t, mode{name: "embedded"}, nil)
 	v := e.review("scripted", map[string]any{
@@ -350,6 +351,7 @@ func copyFile(t *testing.T, from, to string) {
 // out, and lets an ask token ask (its requests carry the CSRF token); the
 // cookie alone cannot change anything.
 func TestDashboardSignIn(t *testing.T) {
+	t.Parallel()
 	b := newBrowser(t)
 	e := setup(t, mode{name: "embedded"}, nil)
 	conv, _ := e.ask(e.review("local", nil), "Why does Load refuse an empty path?")
@@ -538,6 +540,7 @@ const holdEventStreams = `(() => {
 // no event (the server sends nothing twice), shows the settled turn at
 // once instead of reconnecting until it gives up.
 func TestDashboardSettlesAfterAnEmptyStream(t *testing.T) {
+	t.Parallel()
 	b := newBrowser(t)
 	e := setup(t, mode{name: "embedded"}, nil)
 	v := e.review("scripted", nil)

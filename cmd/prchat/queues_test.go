@@ -204,6 +204,7 @@ func TestAdminQueuesAreForAdmins(t *testing.T) {
 // not be framed, and runs in Chromium under that policy without one
 // violation.
 func TestAdminQueuesInABrowser(t *testing.T) {
+	t.Parallel()
 	b := newBrowser(t)
 	e := setup(t, mode{name: "embedded"}, nil)
 	resp, err := http.Get(e.url + "/admin/queues")

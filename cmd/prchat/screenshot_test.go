@@ -19,6 +19,7 @@ import (
 // does). With
 // -readme-screenshot it writes docs/dashboard-conversation.png.
 func TestDashboardConversationScreenshot(t *testing.T) {
+	t.Parallel()
 	b := newBrowser(t)
 	fake := chatcompletions.NewServer()
 	defer fake.Close()
