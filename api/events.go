@@ -76,8 +76,11 @@ type sse struct {
 	w    *echo.Response // nil when taken over
 	conn net.Conn       // when taken over
 	buf  *[]byte        // the chunk being written on conn, nil between flushes
-	size int64          // bytes written
-	dead bool           // a write failed
+	// shared is a frame queued alone on conn, sent as its shared chunk
+	// with no copy (nil when buf is used).
+	shared *sharedFrame
+	size   int64 // bytes written
+	dead   bool  // a write failed
 	// deadline is conn's write deadline.
 	deadline time.Time
 	// ctx is the stream's: once it ended, a write to conn may block
@@ -143,12 +146,34 @@ func (s *sse) write(b []byte) bool {
 		s.dead = err != nil
 		return !s.dead
 	}
-	if s.buf == nil {
-		s.buf = chunkPool.Get().(*[]byte)
-	}
+	s.own()
 	*s.buf = append(*s.buf, b...)
 	s.size += int64(len(b))
 	return true
+}
+
+// writeFrame queues a frame that many streams send: alone in a flush, its
+// shared chunk goes out as it is, without a copy into the stream's own.
+func (s *sse) writeFrame(f *sharedFrame) bool {
+	if s.conn == nil || s.dead || s.buf != nil || s.shared != nil {
+		return s.write(f.frame())
+	}
+	s.shared = f
+	s.size += int64(len(f.frame()))
+	return true
+}
+
+// own makes the stream's own chunk the one being written: a shared frame
+// queued alone is copied into it.
+func (s *sse) own() {
+	if s.buf != nil {
+		return
+	}
+	s.buf = chunkPool.Get().(*[]byte)
+	if s.shared != nil {
+		*s.buf = append(*s.buf, s.shared.frame()...)
+		s.shared = nil
+	}
 }
 
 func (s *sse) writeString(text string) bool {
@@ -161,12 +186,10 @@ func (s *sse) writeString(text string) bool {
 		s.dead = err != nil
 		return !s.dead
 	}
-	if s.buf == nil {
-		if s.dead {
-			return false
-		}
-		s.buf = chunkPool.Get().(*[]byte)
+	if s.dead {
+		return false
 	}
+	s.own()
 	*s.buf = append(*s.buf, text...)
 	s.size += int64(len(text))
 	return true
@@ -179,6 +202,11 @@ func (s *sse) flush() bool {
 		if !s.dead {
 			s.w.Flush()
 		}
+		return !s.dead
+	}
+	if f := s.shared; f != nil {
+		s.shared = nil
+		s.send(f.chunk)
 		return !s.dead
 	}
 	if s.buf == nil {
@@ -249,27 +277,45 @@ func turnFrame(e chat.Event, traceID string) []byte {
 	return frame(strconv.FormatInt(e.Seq, 10), eventJSON(e, traceID))
 }
 
+// sharedFrame is a rendered event that every stream of its turn in the
+// process sends: its frame (id and data) wrapped in one HTTP/1.1 chunk,
+// so that a stream that has nothing else to send writes it as it is.
+type sharedFrame struct {
+	chunk []byte // <size>\r\n<frame>\r\n
+	start int    // where the frame begins in chunk
+}
+
+func newSharedFrame(frame []byte) *sharedFrame {
+	head := strconv.AppendInt(make([]byte, 0, len(frame)+chunkRoom), int64(len(frame)), 16)
+	head = append(head, "\r\n"...)
+	start := len(head)
+	return &sharedFrame{chunk: append(append(head, frame...), "\r\n"...), start: start}
+}
+
+// frame returns the frame without its chunk's framing.
+func (f *sharedFrame) frame() []byte { return f.chunk[f.start : len(f.chunk)-2] }
+
 // frames renders each live event once for every subscriber of its turn
 // in the process: a Follower hands them all one *chat.Event per event,
 // and its frame is kept, keyed by that pointer, for as long as the event
 // lives.
 type frames struct {
-	m sync.Map // weak.Pointer[chat.Event] -> []byte
+	m sync.Map // weak.Pointer[chat.Event] -> *sharedFrame
 }
 
 // turnFrame renders e, once for all who pass the same e, unless it takes
 // this request's trace id (an error event that has none of its own).
-func (f *frames) turnFrame(e *chat.Event, traceID string) []byte {
+func (f *frames) turnFrame(e *chat.Event, traceID string) *sharedFrame {
 	if e.Type == chat.EventError && e.TraceID == "" {
-		return turnFrame(*e, traceID)
+		return newSharedFrame(turnFrame(*e, traceID))
 	}
 	key := weak.Make(e)
 	if b, ok := f.m.Load(key); ok {
-		return b.([]byte)
+		return b.(*sharedFrame)
 	}
-	b := turnFrame(*e, "")
+	b := newSharedFrame(turnFrame(*e, ""))
 	if had, loaded := f.m.LoadOrStore(key, b); loaded {
-		return had.([]byte)
+		return had.(*sharedFrame)
 	}
 	runtime.AddCleanup(e, func(k weak.Pointer[chat.Event]) { f.m.Delete(k) }, key)
 	return b
@@ -304,7 +350,7 @@ func (s *Server) turnEvents(c echo.Context) error {
 	return s.pump(ctx, c, detach, cancel, func(ctx context.Context, wake <-chan time.Time, out *sse) bool {
 		evs, ok := sub.Next(ctx, wake)
 		for _, e := range evs {
-			if !out.write(s.frames.turnFrame(e, traceID)) {
+			if !out.writeFrame(s.frames.turnFrame(e, traceID)) {
 				return false
 			}
 		}

@@ -1,8 +1,10 @@
 package api
 
 import (
+	"net"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/prchat/prchat/chat"
 	"github.com/prchat/prchat/chat/chattest"
@@ -16,7 +18,7 @@ import (
 func TestFramesRenderASharedEventOnce(t *testing.T) {
 	var f frames
 	e := &chat.Event{Seq: 1, Type: chat.EventTextDelta, Text: "a"}
-	first, second := f.turnFrame(e, "req-1"), f.turnFrame(e, "req-2")
+	first, second := f.turnFrame(e, "req-1").frame(), f.turnFrame(e, "req-2").frame()
 	if string(first) != string(turnFrame(*e, "")) {
 		t.Fatalf("frame = %q, want %q", first, turnFrame(*e, ""))
 	}
@@ -24,11 +26,11 @@ func TestFramesRenderASharedEventOnce(t *testing.T) {
 		t.Error("the same event was rendered twice")
 	}
 	same := *e
-	if third := f.turnFrame(&same, ""); &third[0] == &first[0] {
+	if third := f.turnFrame(&same, "").frame(); &third[0] == &first[0] {
 		t.Error("another event got the first one's frame")
 	}
 	fail := &chat.Event{Seq: 2, Type: chat.EventError, Message: "no", Reason: chat.ReasonCancelled}
-	a, b := f.turnFrame(fail, "req-1"), f.turnFrame(fail, "req-2")
+	a, b := f.turnFrame(fail, "req-1").frame(), f.turnFrame(fail, "req-2").frame()
 	if string(a) == string(b) || string(a) != string(turnFrame(*fail, "req-1")) {
 		t.Errorf("an error event without a trace id: %q and %q, want each request's trace id", a, b)
 	}
@@ -45,3 +47,46 @@ func countFrames(f *frames) int {
 	f.m.Range(func(any, any) bool { n++; return true })
 	return n
 }
+
+// TestSharedFrameGoesOutAsItsChunk: a taken-over stream that sends one
+// shared frame alone writes the frame's own chunk (no copy); with more
+// queued beside it, one chunk of its own that holds both.
+func TestSharedFrameGoesOutAsItsChunk(t *testing.T) {
+	f := newSharedFrame([]byte("id: 1\nevent: data\ndata: {}\n\n"))
+	if want := "1c\r\nid: 1\nevent: data\ndata: {}\n\n\r\n"; string(f.chunk) != want {
+		t.Fatalf("chunk = %q, want %q", f.chunk, want)
+	}
+	conn := &writesConn{}
+	s := &sse{conn: conn, ctx: t.Context()}
+	s.writeFrame(f)
+	s.flush()
+	s.writeFrame(f)
+	s.writeString(": ping\n\n")
+	s.flush()
+	if len(conn.writes) != 2 {
+		t.Fatalf("%d writes, want 2", len(conn.writes))
+	}
+	if &conn.writes[0][0] != &f.chunk[0] {
+		t.Error("a shared frame sent alone was copied")
+	}
+	if want := "24\r\nid: 1\nevent: data\ndata: {}\n\n: ping\n\n\r\n"; string(conn.writes[1]) != want {
+		t.Errorf("second chunk = %q, want %q", conn.writes[1], want)
+	}
+	if string(f.chunk) != "1c\r\nid: 1\nevent: data\ndata: {}\n\n\r\n" {
+		t.Errorf("the shared chunk changed: %q", f.chunk)
+	}
+}
+
+// writesConn is a connection that keeps what is written to it, each write
+// as it came (the bytes are not copied).
+type writesConn struct {
+	net.Conn
+	writes [][]byte
+}
+
+func (c *writesConn) Write(b []byte) (int, error) {
+	c.writes = append(c.writes, b)
+	return len(b), nil
+}
+
+func (c *writesConn) SetWriteDeadline(time.Time) error { return nil }

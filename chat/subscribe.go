@@ -10,10 +10,12 @@ import (
 	"time"
 )
 
-// pollInterval is how long a following subscription waits with no live
-// event before it checks the store anyway (plus up to half as much again,
-// at random, so that subscribers that came together do not check
-// together): a safety net for an event whose live delivery was lost
+// pollInterval is how long a following subscription waits before it
+// checks the store anyway (plus up to half as much again, at random, so
+// that subscribers that came together do not check together) when no live
+// event came in the interval (one that did re-arms it: a live event costs
+// no timer of its own, which thousands of subscribers of one turn would
+// each reset): a safety net for an event whose live delivery was lost
 // without a gap showing, such as a final event (a gap, or a dropped
 // follow, makes it read the store at once). The check reads the turn, and
 // its events only if there are new ones. Without a follower (or when
@@ -90,6 +92,7 @@ type Subscription struct {
 	stale    bool          // read the store before waiting
 	poll     *time.Timer   // the next read of the store anyway
 	interval time.Duration // between reads of the store
+	heard    bool          // a live event came since poll was set
 
 	ready []*Event // events not returned yet, from taken on
 	taken int
@@ -156,11 +159,16 @@ func (sub *Subscription) Next(ctx context.Context, wake <-chan time.Time) ([]*Ev
 		case <-wake:
 			return nil, true
 		case <-sub.poll.C:
+			if sub.heard {
+				// Live events came meanwhile: the store is not read.
+				sub.resetPoll()
+				continue
+			}
 			if err := sub.check(ctx); err != nil {
 				sub.fail(ctx, err)
 			}
 		case e, ok := <-sub.live:
-			sub.resetPoll()
+			sub.heard = true
 			// This event and the ones ready after it, in one batch.
 		drain:
 			for ok {
@@ -218,6 +226,7 @@ func (sub *Subscription) follow(ctx context.Context) {
 
 // resetPoll sets the next check of the store to an interval from now.
 func (sub *Subscription) resetPoll() {
+	sub.heard = false
 	interval := sub.interval
 	if interval == pollInterval {
 		interval += rand.N(pollInterval / 2)
