@@ -57,11 +57,12 @@ const (
 	phaseEvents     = "events"
 	phaseRunning    = "running"
 	phaseSessions   = "sessions"
+	phaseCLIs       = "clis"
 )
 
 // allPhases lists the phases in the order they run.
 func allPhases() []string {
-	return []string{phaseIntake, phaseOverhead, phaseThroughput, phaseMemory, phaseEvents, phaseRunning, phaseSessions}
+	return []string{phaseIntake, phaseOverhead, phaseThroughput, phaseMemory, phaseEvents, phaseRunning, phaseSessions, phaseCLIs}
 }
 
 // Usage is the text of `prchat-bench --help` before its flags.
@@ -73,7 +74,10 @@ throughput (P3), memory (P7), live event delivery, and many slow turns
 running at once on one worker (--running-turns, its memory, CPU, event
 delivery and heartbeat, then the takeover when it is killed), and what
 agent sessions travelling cost (upload, store and restore of 100 KB, 1 MB
-and 10 MB session files; a restore is what it adds to a turn). The daemons
+and 10 MB session files; a restore is what it adds to a turn), and turns
+on the real Claude Code and Codex CLIs (--claude-bin, --codex-bin; each
+skipped when not found) held waiting on fake model APIs in the bench:
+RSS and CPU per running turn of each CLI's process tree. The daemons
 under test are child processes of this one (prchat serve, api, worker) of
 a prchat binary built with -tags prchatbench (--prchat; default
 prchat-benchd beside this program), whose zero-latency agent answers, so
@@ -134,6 +138,13 @@ type Config struct {
 	// ReconcilerQueued is how many queued turns the reconciler is measured
 	// over (throughput, on Redis); 0 skips that measure.
 	ReconcilerQueued int
+	// ClaudeBin and CodexBin are the real agent CLIs of the clis phase (a
+	// path or a name in PATH); one that is not found is skipped.
+	ClaudeBin, CodexBin string
+	// CLITurns is how many turns the clis phase runs at once on each CLI,
+	// and CLIHold how long the fake model holds them all waiting.
+	CLITurns int
+	CLIHold  time.Duration
 
 	// Command starts a daemon under test: a prchat program built with
 	// -tags prchatbench and its leading arguments, to which the role
@@ -165,6 +176,10 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write the bench's CPU profile here (samples labelled part=bench or part=floor); the daemons write theirs to FILE.<n>-<name>")
 	fs.Var(phaseList{&c.Phases}, "only", "phases to run, of "+strings.Join(allPhases(), ","))
 	fs.Var(countList{&c.Subscribers}, "subscribers", "subscriber counts of the events phase")
+	fs.StringVar(&c.ClaudeBin, "claude-bin", "claude", "the Claude Code CLI of the clis phase (skipped when not found)")
+	fs.StringVar(&c.CodexBin, "codex-bin", "codex", "the Codex CLI of the clis phase (skipped when not found)")
+	fs.IntVar(&c.CLITurns, "cli-turns", 4, "turns the clis phase runs at once on each agent CLI")
+	fs.DurationVar(&c.CLIHold, "cli-hold", 5*time.Second, "how long the clis phase's fake model keeps all the CLIs waiting")
 	fs.IntVar(&c.ReconcilerQueued, "reconciler-queued", 10_000, "queued turns the reconciler is measured over with 1, 2, 4 and 8 workers (throughput, with --redis-url); 0 skips it")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), Usage)
@@ -191,6 +206,10 @@ func (c Config) Check() error {
 		return errors.New("--pgbouncer-url needs --database-url (the Postgres behind it)")
 	case checkPgBouncerURL(c.PgBouncerURL) != nil:
 		return checkPgBouncerURL(c.PgBouncerURL)
+	case c.CLITurns < 1 || c.CLITurns > 64:
+		return errors.New("--cli-turns must be between 1 and 64")
+	case c.CLIHold < time.Second || c.CLIHold > 10*time.Minute:
+		return errors.New("--cli-hold must be between 1s and 10m")
 	case c.ReconcilerQueued < 0 || c.ReconcilerQueued > 100_000:
 		return errors.New("--reconciler-queued must be between 0 and 100000")
 	case c.has(phaseEvents) && len(c.Subscribers) == 0:
@@ -600,6 +619,11 @@ func (b *bencher) run(ctx context.Context) error {
 	}
 	if c.has(phaseRunning) {
 		if err := b.running(ctx); err != nil {
+			return err
+		}
+	}
+	if c.has(phaseCLIs) {
+		if err := b.clis(ctx); err != nil {
 			return err
 		}
 	}

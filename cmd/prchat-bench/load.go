@@ -125,7 +125,17 @@ func askBody(question string) []byte {
 // ask posts a new question about the bench review (a new conversation) to
 // the API at base. With wantID it returns the conversation's id.
 func (b *bencher) ask(ctx context.Context, base string, body []byte, wantID bool) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+b.askPath, bytes.NewReader(body))
+	return b.askAt(ctx, base, b.askPath, body, wantID)
+}
+
+// askOn posts a new question to the conversations of another review, at
+// path, and returns the conversation's id.
+func (b *bencher) askOn(ctx context.Context, base, path string, body []byte) (string, error) {
+	return b.askAt(ctx, base, path, body, true)
+}
+
+func (b *bencher) askAt(ctx context.Context, base, path string, body []byte, wantID bool) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, bytes.NewReader(body))
 	if err != nil {
 		return "", err
 	}

@@ -149,3 +149,70 @@ func loadAverage() string {
 func dieWithParent(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
+
+// processTree is a process and its descendants, as read once from /proc.
+type processTree struct {
+	pid int
+	rss int64         // the tree's summed resident set sizes
+	cpu time.Duration // the tree's summed CPU time (user + system)
+}
+
+// childTrees returns the trees of the child processes of parent whose
+// program is exe (a resolved path; "" takes every child).
+func childTrees(parent int, exe string) ([]processTree, error) {
+	procs, err := procfs.AllProcs()
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	type info struct {
+		ppid int
+		rss  int64
+		cpu  float64
+	}
+	all := map[int]info{}
+	kids := map[int][]int{}
+	for _, p := range procs {
+		st, err := p.Stat()
+		if err != nil {
+			continue // it exited meanwhile
+		}
+		all[p.PID] = info{st.PPID, int64(st.ResidentMemory()), st.CPUTime()}
+		kids[st.PPID] = append(kids[st.PPID], p.PID)
+	}
+	var out []processTree
+	for _, child := range kids[parent] {
+		if exe != "" {
+			p, err := procfs.NewProc(child)
+			if err != nil {
+				continue
+			}
+			if path, err := p.Executable(); err != nil || path != exe {
+				continue
+			}
+		}
+		t := processTree{pid: child}
+		for todo := []int{child}; len(todo) > 0; {
+			pid := todo[len(todo)-1]
+			todo = todo[:len(todo)-1]
+			t.rss += all[pid].rss
+			t.cpu += seconds(all[pid].cpu)
+			todo = append(todo, kids[pid]...)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// waitedCPU returns the CPU time of the children process pid has waited
+// for (cutime + cstime): an agent CLI's whole run once it ended.
+func waitedCPU(pid int) (time.Duration, error) {
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		return 0, fmt.Errorf("read CPU time of process %d: %w", pid, err)
+	}
+	st, err := p.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("read CPU time of process %d: %w", pid, err)
+	}
+	return seconds(float64(st.CUTime+st.CSTime) / userHZ), nil
+}

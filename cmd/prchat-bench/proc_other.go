@@ -43,3 +43,20 @@ func loadAverage() string { return "" }
 // dieWithParent does nothing outside Linux: the bench stops its daemons on
 // its way out.
 func dieWithParent(*exec.Cmd) {}
+
+// processTree is a process and its descendants.
+type processTree struct {
+	pid int
+	rss int64
+	cpu time.Duration
+}
+
+// childTrees is only known on Linux.
+func childTrees(int, string) ([]processTree, error) {
+	return nil, errors.New("process trees are only read on Linux")
+}
+
+// waitedCPU is only known on Linux.
+func waitedCPU(int) (time.Duration, error) {
+	return 0, errors.New("CPU time is only read on Linux")
+}

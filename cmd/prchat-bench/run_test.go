@@ -73,7 +73,11 @@ func TestBench(t *testing.T) {
 	if os.Getenv("PRCHAT_TEST_BENCH") != "1" {
 		t.Skip("boots daemons for a minute; set PRCHAT_TEST_BENCH=1")
 	}
-	cfg := benchConfig(t, "--duration", "1s", "--clients", "8", "--turns", "10", "--subscribers", "10", "--running-turns", "10")
+	// The clis phase on the real CLIs when the tests have them (else it
+	// is skipped, and said so).
+	claudeBin, codexBin := os.Getenv("PRCHAT_TEST_CLAUDE_BIN"), os.Getenv("PRCHAT_TEST_CODEX_BIN")
+	cfg := benchConfig(t, "--duration", "1s", "--clients", "8", "--turns", "10", "--subscribers", "10", "--running-turns", "10",
+		"--cli-turns", "2", "--cli-hold", "2s", "--claude-bin", claudeBin, "--codex-bin", codexBin)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out, logs bytes.Buffer
@@ -115,6 +119,24 @@ func TestBench(t *testing.T) {
 			t.Errorf("no %q line in section %q:\n%s", want.measure, want.section, &out)
 		case !figure.MatchString(value):
 			t.Errorf("%s %q: value %q is no figure", want.section, want.measure, value)
+		}
+	}
+	for _, cli := range []struct{ backend, bin string }{{"claude-code", claudeBin}, {"codex", codexBin}} {
+		if cli.bin == "" {
+			continue
+		}
+		for _, measure := range []string{
+			cli.backend + ": 2 turns at once, succeeded",
+			"RSS per running turn (its CLI's process tree), mean / max",
+			"CPU per running turn per second, waiting on the model",
+			"CPU per turn, its CLI's whole run",
+		} {
+			if _, ok := reportValue(out.String(), "clis", measure); !ok {
+				t.Errorf("no %q line in section clis:\n%s", measure, &out)
+			}
+		}
+		if v, _ := reportValue(out.String(), "clis", cli.backend+": 2 turns at once, succeeded"); v != "2" {
+			t.Errorf("clis: %s turns succeeded = %q, want 2:\n%s", cli.backend, v, &out)
 		}
 	}
 	if strings.Contains(out.String(), "did not succeed") || strings.Contains(out.String(), "operations failed") {

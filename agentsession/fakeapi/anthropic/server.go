@@ -68,6 +68,15 @@ func New(tb testing.TB) *Server {
 	return s
 }
 
+// Open starts a fake server outside a test (prchat-bench drives the real
+// CLI against it); the caller closes it.
+func Open() *Server {
+	s := &Server{Script: &fakeapi.Script[Request, Reply]{Number: func(r *Request, n int) { r.N = n }}}
+	s.http = fakeapi.NewServer(http.HandlerFunc(s.serve))
+	s.URL = s.http.Base
+	return s
+}
+
 // Close releases any hanging request and stops the server. It is safe to
 // call twice.
 func (s *Server) Close() { s.http.Close() }

@@ -65,6 +65,15 @@ func New(tb testing.TB) *Server {
 	return s
 }
 
+// Open starts a fake Responses API outside a test (prchat-bench drives the
+// real CLI against it); the caller closes it.
+func Open() *Server {
+	s := &Server{Script: &fakeapi.Script[Request, Reply]{}}
+	s.http = fakeapi.NewServer(http.HandlerFunc(s.serveHTTP))
+	s.URL = s.http.Base + "/v1"
+	return s
+}
+
 // NewServer is New under the name it had first.
 func NewServer(tb testing.TB) *Server {
 	tb.Helper()
