@@ -186,7 +186,7 @@ func (b *bencher) clis(ctx context.Context) error {
 			return err
 		}
 	}
-	b.rep.note(fmt.Sprintf("clis: %d turns at once per CLI on a serve daemon (PRCHAT_CONCURRENCY=%d), each a first question on a review with no session (seeded: a git worktree and a new CLI session), against fake model APIs in the bench that hold every request of the round until %s after the last turn's first request arrived; RSS and CPU are summed over each CLI's process tree (/proc) while all wait on their model, the CPU of a whole run is what the daemon's waited-for children used from the asks until all settled, per turn",
+	b.rep.note(fmt.Sprintf("clis: %d turns at once per CLI on a serve daemon (PRCHAT_CONCURRENCY=%d), each a first question on a review with no session (seeded: a git worktree and a new CLI session), against fake model APIs in the bench that hold every request of the round until %s after the last turn's first request arrived; RSS and CPU are summed over each CLI's process tree (/proc) while all wait on their model (the threads' own CPU clocks), the CPU of a whole run is what the daemon's waited-for children used from the asks until all settled, per turn; prchat's own share of a running turn is the running phase's",
 		n, n, hold))
 	return nil
 }
@@ -198,7 +198,6 @@ func (b *bencher) cliRound(ctx context.Context, sec string, d *benchDaemon, c ag
 		return fmt.Errorf("clis: %w", err)
 	}
 	path := fmt.Sprintf("/api/v1/repos/bench/repo/pulls/%d/reviews/%d/conversations", pr, version)
-	rss0, rssErr := d.rss()
 	waited0, waitedErr := waitedCPU(d.cmd.Process.Pid)
 	model.arm(n)
 	defer model.release()
@@ -236,7 +235,6 @@ func (b *bencher) cliRound(ctx context.Context, sec string, d *benchDaemon, c ag
 	}
 	first, err1 := childTrees(d.cmd.Process.Pid, c.exe)
 	t1 := time.Now()
-	rssLoaded, rssErr1 := d.rss()
 	if err := chat.Sleep(ctx, time.Until(releaseAt.Add(-min(hold/4, 500*time.Millisecond)))); err != nil {
 		return err
 	}
@@ -287,9 +285,6 @@ func (b *bencher) cliRound(ctx context.Context, sec string, d *benchDaemon, c ag
 		}
 		waiting := time.Duration(float64(cpu) / t2.Sub(t1).Seconds() / float64(len(second)))
 		b.rep.add(sec, "  CPU per running turn per second, waiting on the model", ms(waiting), "", "")
-	}
-	if rssErr == nil && rssErr1 == nil {
-		b.rep.add(sec, "  prchat's own RSS per running turn (serve)", fmt.Sprintf("%.0f KB", float64(rssLoaded-rss0)/float64(n)/1024), "", "")
 	}
 	if waitedErr == nil && waitedErr1 == nil {
 		b.rep.add(sec, "  CPU per turn, its CLI's whole run (and its git)", ms((waited1-waited0)/time.Duration(n)), "", "")

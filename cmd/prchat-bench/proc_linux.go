@@ -154,7 +154,7 @@ func dieWithParent(cmd *exec.Cmd) {
 type processTree struct {
 	pid int
 	rss int64         // the tree's summed resident set sizes
-	cpu time.Duration // the tree's summed CPU time (user + system)
+	cpu time.Duration // the tree's summed CPU time (its live threads' schedstat)
 }
 
 // childTrees returns the trees of the child processes of parent whose
@@ -195,7 +195,11 @@ func childTrees(parent int, exe string) ([]processTree, error) {
 			pid := todo[len(todo)-1]
 			todo = todo[:len(todo)-1]
 			t.rss += all[pid].rss
-			t.cpu += seconds(all[pid].cpu)
+			if fine, err := processCPUFine(pid); err == nil {
+				t.cpu += fine
+			} else {
+				t.cpu += seconds(all[pid].cpu)
+			}
 			todo = append(todo, kids[pid]...)
 		}
 		out = append(out, t)
