@@ -10,11 +10,12 @@ import (
 
 // What a worker host gives each running turn, for PRCHAT_CONCURRENCY's
 // default. A turn's agent CLI is three orders of magnitude above prchat's
-// own ~100 KB per turn: Claude Code's process tree held ~170 MB and Codex's
-// ~135 MB while waiting on their model (README, Capacity), so a turn gets
-// 256 MiB with room for its tools (git, rg), and the host keeps 1 GiB for
-// itself and prchat. A waiting CLI costs little CPU, but starting one costs
-// about a second of a core: at most 8 turns per core, and 64 in all.
+// own ~100 KB per turn: prchat-bench's clis phase read Claude Code's
+// process tree at 178-182 MB and Codex's at 137 MB while waiting on their
+// model (README, Capacity), so a turn gets 256 MiB with room for its tools
+// (git, rg), and the host keeps 1 GiB for itself and prchat. A waiting CLI
+// costs little CPU (Claude Code 2-3% of a core, Codex nothing), but a
+// start costs up to 2 s of a core: at most 8 turns per core, and 64 in all.
 const (
 	memoryPerTurn     = 256 << 20
 	memoryReserved    = 1 << 30
