@@ -1,14 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"cmp"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"flag"
 	"fmt"
-	"github.com/prchat/prchat/cmd/internal/cliflag"
 	"io"
 	"net/url"
 	"os"
@@ -16,6 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prchat/prchat/cmd/internal/cliflag"
+	"github.com/prchat/prchat/cmd/internal/secretkey"
 
 	"github.com/prchat/prchat/agentsession"
 	"github.com/prchat/prchat/chat"
@@ -286,63 +284,9 @@ func (c Config) providers() []chat.ProviderConfig {
 	}
 }
 
-// secretKey returns PRCHAT_SECRET_KEY, or the key in PRCHAT_SECRET_KEY_FILE,
-// which the first process to find none makes (owner-only).
+// secretKey returns PRCHAT_SECRET_KEY, or the key in PRCHAT_SECRET_KEY_FILE
+// (by default secret.key in the data directory), which the first process
+// to find none makes.
 func (c Config) secretKey() ([]byte, error) {
-	if c.SecretKey != "" {
-		if placeholder(c.SecretKey) {
-			return nil, errors.New("PRCHAT_SECRET_KEY is still the example's placeholder: set a random one, the same for every process (openssl rand -hex 32)")
-		}
-		return []byte(c.SecretKey), nil
-	}
-	path := cmp.Or(c.SecretKeyFile, filepath.Join(c.DataDir, "secret.key"))
-	key, err := readSecretKey(path)
-	if !errors.Is(err, os.ErrNotExist) {
-		return key, err
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("secret key: %w", err)
-	}
-	// Written aside, then linked into place: a process starting beside
-	// this one reads the whole key or none, and the first link wins.
-	var raw [32]byte
-	_, _ = rand.Read(raw[:])
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".secret.key-*")
-	if err != nil {
-		return nil, fmt.Errorf("write the secret key: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	_, err = tmp.WriteString(hex.EncodeToString(raw[:]) + "\n")
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Link(tmp.Name(), path)
-	}
-	if err != nil && !errors.Is(err, os.ErrExist) {
-		return nil, fmt.Errorf("write the secret key: %w", err)
-	}
-	return readSecretKey(path)
-}
-
-// readSecretKey reads the key file at path.
-func readSecretKey(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read the secret key: %w", err)
-	}
-	key := bytes.TrimSpace(b)
-	if placeholder(string(key)) {
-		return nil, fmt.Errorf("the secret key in %s is still the example's placeholder: put a random one there (openssl rand -hex 32)", path)
-	}
-	return key, nil
-}
-
-// placeholder reports whether a secret is the deploy files' CHANGE-ME
-// placeholder.
-func placeholder(secret string) bool {
-	return strings.HasPrefix(strings.ToUpper(secret), "CHANGE-ME")
+	return secretkey.Load(c.SecretKey, cmp.Or(c.SecretKeyFile, filepath.Join(c.DataDir, "secret.key")))
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -155,5 +157,36 @@ func TestLayoutViolations(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("violations (-want +got):\n%s", diff)
+	}
+}
+
+// TestMainStaysSmall: package main wires the other packages and no more
+// (DESIGN §1): at most 1,500 lines outside its tests, and main.go, the
+// dispatcher of the commands, at most 160. What grows past them belongs
+// in a package of its own (cmd/internal, or the adapter it is about).
+func TestMainStaysSmall(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := bytes.Count(b, []byte("\n"))
+		total += n
+		if f == "main.go" && n > 160 {
+			t.Errorf("main.go has %d lines, want at most 160: it dispatches, the commands live beside it", n)
+		}
+	}
+	t.Logf("package main: %d lines outside its tests", total)
+	if total > 1500 {
+		t.Errorf("package main has %d lines outside its tests, want at most 1,500", total)
 	}
 }
