@@ -61,12 +61,17 @@ func prParam(c echo.Context) (string, int, error) {
 	return repo, pr, err
 }
 
-// versionParam reads a review version: a number, or "latest" (0).
-func versionParam(c echo.Context) (int, error) {
-	if c.Param("version") == "latest" {
-		return 0, nil
+// reviewParams reads the repository, pull request and review version of a
+// review's path; the version is a number, or "latest" (0).
+func reviewParams(c echo.Context) (repo string, pr, version int, err error) {
+	if repo, pr, err = prParam(c); err != nil {
+		return "", 0, 0, err
 	}
-	return positiveParam(c, "version")
+	if c.Param("version") == "latest" {
+		return repo, pr, 0, nil
+	}
+	version, err = positiveParam(c, "version")
+	return repo, pr, version, err
 }
 
 func (s *Server) healthz(c echo.Context) error {
@@ -170,11 +175,7 @@ func (s *Server) listReviews(c echo.Context) error {
 }
 
 func (s *Server) getReview(c echo.Context) error {
-	repo, pr, err := prParam(c)
-	if err != nil {
-		return err
-	}
-	v, err := versionParam(c)
+	repo, pr, v, err := reviewParams(c)
 	if err != nil {
 		return err
 	}
@@ -186,11 +187,7 @@ func (s *Server) getReview(c echo.Context) error {
 }
 
 func (s *Server) ask(c echo.Context) error {
-	repo, pr, err := prParam(c)
-	if err != nil {
-		return err
-	}
-	v, err := versionParam(c)
+	repo, pr, v, err := reviewParams(c)
 	if err != nil {
 		return err
 	}

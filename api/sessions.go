@@ -23,11 +23,7 @@ const sessionMediaType = "application/x-ndjson"
 // (DESIGN §5, Sessions travel) -> 204. The file is never returned by any
 // route nor logged; the log has its size.
 func (s *Server) putReviewSession(c echo.Context) error {
-	repo, pr, err := prParam(c)
-	if err != nil {
-		return err
-	}
-	v, err := versionParam(c)
+	repo, pr, v, err := reviewParams(c)
 	if err != nil {
 		return err
 	}

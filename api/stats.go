@@ -61,11 +61,7 @@ func (s *Server) listPulls(c echo.Context) error {
 // fileLines answers GET .../reviews/{version}/files?path=&start=&end=: lines
 // of a file at the review's head commit.
 func (s *Server) fileLines(c echo.Context) error {
-	repo, pr, err := prParam(c)
-	if err != nil {
-		return err
-	}
-	v, err := versionParam(c)
+	repo, pr, v, err := reviewParams(c)
 	if err != nil {
 		return err
 	}
