@@ -142,7 +142,7 @@ func RenderTurns(turns []chat.Turn) string {
 		if len(t.Answer.Citations) > 0 {
 			b.WriteString("\nCitations:\n")
 			for _, c := range t.Answer.Citations {
-				fmt.Fprintf(&b, "- %s\n", anchorText(chat.Anchor(c)))
+				fmt.Fprintf(&b, "- %s\n", anchorText(chat.Anchor{Path: c.Path, StartLine: c.StartLine, EndLine: c.EndLine}))
 			}
 		}
 		if t.Answer.SuggestsFix != nil {
@@ -167,14 +167,18 @@ func focusText(f chat.Focus) string {
 	return s
 }
 
-// anchorText renders an anchor as path, path:line or path:start-end.
+// anchorText renders an anchor as path, path:line or path:start-end,
+// followed by "(base commit)" for lines of the base.
 func anchorText(a chat.Anchor) string {
+	s := fmt.Sprintf("`%s:%d-%d`", a.Path, a.StartLine, a.EndLine)
 	switch {
 	case a.StartLine <= 0:
-		return "`" + a.Path + "`"
+		s = "`" + a.Path + "`"
 	case a.EndLine <= a.StartLine:
-		return fmt.Sprintf("`%s:%d`", a.Path, a.StartLine)
-	default:
-		return fmt.Sprintf("`%s:%d-%d`", a.Path, a.StartLine, a.EndLine)
+		s = fmt.Sprintf("`%s:%d`", a.Path, a.StartLine)
 	}
+	if a.Side == chat.SideBase {
+		s += " (base commit)"
+	}
+	return s
 }

@@ -46,6 +46,7 @@ func TestErrorCodes(t *testing.T) {
 		{"question_too_long", "POST", pr + "/reviews/1/conversations", map[string]any{"question": strings.Repeat("a", 4001)}, 400, "invalid"},
 		{"bad_focus_kind", "POST", pr + "/reviews/1/conversations", map[string]any{"question": "q", "focus": map[string]any{"kind": "file"}}, 400, "invalid"},
 		{"absolute_anchor", "POST", pr + "/reviews/1/conversations", map[string]any{"question": "q", "focus": map[string]any{"kind": "stop", "anchors": []any{map[string]any{"path": "/etc/passwd"}}}}, 400, "invalid"},
+		{"bad_anchor_side", "POST", pr + "/reviews/1/conversations", map[string]any{"question": "q", "focus": map[string]any{"kind": "stop", "anchors": []any{map[string]any{"path": "a.go", "start_line": 3, "side": "LEFT"}}}}, 400, "invalid"},
 		{"body_too_large", "POST", pr + "/reviews", map[string]any{"head_sha": f.repo.Head(), "markdown": strings.Repeat("x", 3<<20)}, 413, "invalid"},
 		{"streamed_body_too_large", "POST", pr + "/reviews", io.MultiReader(strings.NewReader(`{"markdown":"`), strings.NewReader(strings.Repeat("x", 3<<20))), 413, "invalid"},
 		{"bad_pr_number", "GET", "/api/v1/repos/" + repoName + "/pulls/zero/reviews", nil, 400, "invalid"},

@@ -75,7 +75,8 @@ func (f *Focus) Validate() error {
 	return nil
 }
 
-// Validate checks that an anchor names a repo-relative path and sane lines.
+// Validate checks that an anchor names a repo-relative path, sane lines and
+// a side.
 func (a Anchor) Validate() error {
 	if err := CheckRepoPath(a.Path); err != nil {
 		return err
@@ -85,6 +86,11 @@ func (a Anchor) Validate() error {
 	}
 	if a.EndLine != 0 && a.EndLine < a.StartLine {
 		return Errorf(CodeInvalid, "end_line %d is before start_line %d", a.EndLine, a.StartLine)
+	}
+	switch a.Side {
+	case "", SideHead, SideBase:
+	default:
+		return Errorf(CodeInvalid, "side must be %q (the default: lines of the head commit) or %q (lines of the base commit)", SideHead, SideBase)
 	}
 	return nil
 }

@@ -37,6 +37,10 @@ func TestAskValidate(t *testing.T) {
 		{"backslash", Ask{Question: "q", Focus: &Focus{Kind: "stop", Anchors: []Anchor{{Path: `a\b.go`}}}}, CodeInvalid},
 		{"reversed lines", Ask{Question: "q", Focus: &Focus{Kind: "stop", Anchors: []Anchor{{Path: "a.go", StartLine: 5, EndLine: 2}}}}, CodeInvalid},
 		{"nested path", Ask{Question: "q", Focus: &Focus{Kind: "stop", Anchors: []Anchor{{Path: "cmd/x/main.go", StartLine: 5, EndLine: 9}}}}, ""},
+		{"head side", Ask{Question: "q", Focus: &Focus{Kind: "stop", Anchors: []Anchor{{Path: "a.go", StartLine: 5, Side: SideHead}}}}, ""},
+		{"base side", Ask{Question: "q", Focus: &Focus{Kind: "stop", Anchors: []Anchor{{Path: "a.go", StartLine: 5, EndLine: 6, Side: SideBase}}}}, ""},
+		{"left side", Ask{Question: "q", Focus: &Focus{Kind: "stop", Anchors: []Anchor{{Path: "a.go", StartLine: 5, Side: "LEFT"}}}}, CodeInvalid},
+		{"Base side", Ask{Question: "q", Focus: &Focus{Kind: "stop", Anchors: []Anchor{{Path: "a.go", Side: "Base"}}}}, CodeInvalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

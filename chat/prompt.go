@@ -20,8 +20,9 @@ Rules:
 // System returns the system instructions with the answer schema filled in.
 func System() string { return fmt.Sprintf(SystemPrompt, AnswerSchema) }
 
-// QuestionPrompt is the user message of a turn's first agent call.
-func QuestionPrompt(a Ask) string {
+// QuestionPrompt is the user message of a turn's first agent call about
+// review version r, whose commits say where the focus's lines are.
+func QuestionPrompt(r Review, a Ask) string {
 	var b strings.Builder
 	b.WriteString("Question from the reviewer:\n<question>\n")
 	b.WriteString(a.Question)
@@ -31,6 +32,7 @@ func QuestionPrompt(a Ask) string {
 		b.WriteString("\nThe question is about this part of the review (untrusted data):\n<focus>\n")
 		b.Write(f)
 		b.WriteString("\n</focus>\n")
+		b.WriteString(focusCommits(r, a.Focus))
 	}
 	b.WriteString("\nReply with the JSON answer object only.")
 	return b.String()
@@ -70,7 +72,35 @@ func SeedPrompt(r Review, earlier []Turn, a Ask) string {
 		b.WriteString("</earlier>\n")
 	}
 	fmt.Fprintf(&b, "\nThe same material is in %s/ of your working directory.\n\n", PrivateDir)
-	b.WriteString(QuestionPrompt(a))
+	b.WriteString(QuestionPrompt(r, a))
+	return b.String()
+}
+
+// focusCommits says which commit the lines of the focus's anchors are in:
+// the head's (the checkout) unless an anchor's side is base.
+func focusCommits(r Review, f *Focus) string {
+	var head, base bool
+	for _, a := range f.Anchors {
+		if a.Side == SideBase {
+			base = true
+		} else {
+			head = true
+		}
+	}
+	commit := func(sha string) string {
+		if sha == "" {
+			return ""
+		}
+		return " " + sha
+	}
+	var b strings.Builder
+	if head {
+		fmt.Fprintf(&b, "The focus's anchors without \"side\": \"base\" are files and lines of the pull request's head commit%s, the checkout you are in.\n", commit(r.HeadSHA))
+	}
+	if base {
+		fmt.Fprintf(&b, "The focus's anchors with \"side\": \"base\" are files and lines of the pull request's base commit%s, "+
+			"as they were before the pull request removed or changed them: they are not the lines of those numbers in the checkout.\n", commit(r.BaseSHA))
+	}
 	return b.String()
 }
 
@@ -80,13 +110,18 @@ func RepairPrompt(problem error) string {
 		"\nCheck the files again if you need to, then reply with the corrected JSON answer object only."
 }
 
-// FormatAnchor renders an anchor as path:start-end.
+// FormatAnchor renders an anchor as path:start-end, followed by "(base
+// commit)" for lines of the base.
 func FormatAnchor(a Anchor) string {
+	s := fmt.Sprintf("%s:%d-%d", a.Path, a.StartLine, a.EndLine)
 	switch {
 	case a.StartLine == 0:
-		return a.Path
+		s = a.Path
 	case a.EndLine == 0 || a.EndLine == a.StartLine:
-		return fmt.Sprintf("%s:%d", a.Path, a.StartLine)
+		s = fmt.Sprintf("%s:%d", a.Path, a.StartLine)
 	}
-	return fmt.Sprintf("%s:%d-%d", a.Path, a.StartLine, a.EndLine)
+	if a.Side == SideBase {
+		s += " (base commit)"
+	}
+	return s
 }

@@ -358,7 +358,7 @@ func (r *run) execute(ctx context.Context) (Outcome, error) {
 		Mode:       p.mode,
 		Session:    p.session,
 		Dir:        p.dir,
-		Prompt:     QuestionPrompt(ask),
+		Prompt:     QuestionPrompt(p.review, ask),
 		System:     s.system,
 		Schema:     json.RawMessage(AnswerSchema),
 		Model:      p.model,
@@ -439,7 +439,7 @@ func (r *run) execute(ctx context.Context) (Outcome, error) {
 		if sessionID != "" {
 			req.Mode, req.Session = SessionResumed, SessionRef{ID: sessionID, Dir: p.dir}
 		} else {
-			req.Prompt = QuestionPrompt(ask) + "\n\n" + req.Prompt
+			req.Prompt = QuestionPrompt(p.review, ask) + "\n\n" + req.Prompt
 		}
 	}
 

@@ -72,12 +72,24 @@ type Section struct {
 	Anchors  []Anchor `json:"anchors,omitempty"`
 }
 
-// Anchor points at lines of a file at the PR head. Zero lines mean the whole file.
+// Anchor points at lines of a file: at the PR head, or at its base for
+// lines the PR removed (Side SideBase). Zero lines mean the whole file.
 type Anchor struct {
 	Path      string `json:"path"`
 	StartLine int    `json:"start_line,omitempty"`
 	EndLine   int    `json:"end_line,omitempty"`
+	// Side is SideHead (the default, also when empty) or SideBase.
+	Side string `json:"side,omitempty"`
 }
+
+// Anchor sides: the commit an anchor's lines are in.
+const (
+	// SideHead: lines of the PR's head commit (the checkout).
+	SideHead = "head"
+	// SideBase: lines of the PR's base commit, such as lines the PR
+	// removed.
+	SideBase = "base"
+)
 
 // Focus says what part of the review a question is about.
 type Focus struct {

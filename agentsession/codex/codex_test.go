@@ -92,7 +92,7 @@ func request(dir string, mode chat.SessionMode, session string) chat.RunRequest 
 		Mode:    mode,
 		Session: chat.SessionRef{ID: session, Dir: dir},
 		Dir:     dir,
-		Prompt:  chat.QuestionPrompt(chat.Ask{Question: "Why is max_retries unbounded?"}),
+		Prompt:  chat.QuestionPrompt(chat.Review{}, chat.Ask{Question: "Why is max_retries unbounded?"}),
 		System:  chat.System(),
 		Schema:  json.RawMessage(chat.AnswerSchema),
 	}
