@@ -153,8 +153,10 @@ func (w *Webhook) isSelf(ctx context.Context, sender, author *gh.User) bool {
 
 // reviewCommentFocus is the focus of a review comment: its path and lines
 // (start_line..line, or original_start_line..original_line when the
-// comment is outdated and line is null); a file-level comment anchors the
-// file.
+// comment is outdated and line is null), on the base side for a comment on
+// the diff's left (side LEFT: lines the PR removed); a range whose start is
+// on the other side than its end anchors its end line alone. A file-level
+// comment anchors the file.
 func reviewCommentFocus(cm *gh.PullRequestComment) *chat.Focus {
 	path := cm.GetPath()
 	if path == "" {
@@ -169,8 +171,11 @@ func reviewCommentFocus(cm *gh.PullRequestComment) *chat.Focus {
 		if line != nil && *line > 0 {
 			a.EndLine = *line
 			a.StartLine = *line
-			if start != nil && *start > 0 && *start <= *line {
+			if start != nil && *start > 0 && *start <= *line && (cm.GetStartSide() == "" || cm.GetStartSide() == cm.GetSide()) {
 				a.StartLine = *start
+			}
+			if cm.GetSide() == "LEFT" {
+				a.Side = chat.SideBase
 			}
 		}
 	}

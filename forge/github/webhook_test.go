@@ -5,8 +5,11 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -131,5 +134,93 @@ func TestWebhookReadMissingObjects(t *testing.T) {
 		if chat.ErrorCode(err) != chat.CodeInvalid {
 			t.Errorf("%s %s: %v, want invalid", c.event, c.body, err)
 		}
+	}
+}
+
+// fixture reads testdata/<file>, an event as GitHub delivers it, with the
+// comment's fields in set changed (nil deletes one).
+func fixture(t *testing.T, file string, set map[string]any) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("testdata", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e map[string]any
+	if err := json.Unmarshal(raw, &e); err != nil {
+		t.Fatal(err)
+	}
+	c := e["comment"].(map[string]any)
+	for k, v := range set {
+		c[k] = v
+		if v == nil {
+			delete(c, k)
+		}
+	}
+	out, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestWebhookReadFixtures: GitHub's events as it delivers them become
+// questions: a timeline comment, and review comments focused on their
+// lines, on the base side for a comment on the diff's left (side LEFT).
+func TestWebhookReadFixtures(t *testing.T) {
+	t.Parallel()
+	w := github.NewWebhook(forge.WebhookConfig{Secrets: []string{"s"}})
+	const head, base = "c0ffee0000000000000000000000000000000001", "ba5e000000000000000000000000000000000001"
+	author := chat.Author{Login: "reviewer", ID: 21031067, Association: "COLLABORATOR"}
+	review := func(thread string, a ...chat.Anchor) chat.Comment {
+		c := chat.Comment{Forge: chat.ForgeGitHub, DeliveryID: "d-1", Repository: "acme/widget", CloneURL: "https://github.com/acme/widget.git",
+			HTMLURL: "https://github.com/acme/widget", PR: 7, CommentID: 1865220002, Question: "Why this check?", Thread: thread,
+			Installation: 5, HeadSHA: head, BaseSHA: base, Author: author}
+		if len(a) > 0 {
+			c.Focus = &chat.Focus{Kind: chat.FocusSection, Anchors: a}
+		}
+		return c
+	}
+	const rc = "pull_request_review_comment_created.json"
+	for _, c := range []struct {
+		name, event, file string
+		set               map[string]any
+		want              chat.Comment
+	}{
+		{"timeline comment", "issue_comment", "issue_comment_created.json", nil, chat.Comment{
+			Forge: chat.ForgeGitHub, DeliveryID: "d-1", Repository: "acme/widget", CloneURL: "https://github.com/acme/widget.git",
+			HTMLURL: "https://github.com/acme/widget", PR: 7, CommentID: 1796330001, Question: "Why does Load return errEmptyPath?",
+			Installation: 5, Author: chat.Author{Login: "reviewer", ID: 21031067, Association: "OWNER"}}},
+		{"lines of the head", "pull_request_review_comment", rc, nil,
+			review("1865220002", chat.Anchor{Path: "settings/settings.go", StartLine: 8, EndLine: 12})},
+		{"a line of the base", "pull_request_review_comment", rc,
+			map[string]any{"start_line": nil, "original_start_line": nil, "start_side": nil, "line": 3, "original_line": 3, "side": "LEFT"},
+			review("1865220002", chat.Anchor{Path: "settings/settings.go", StartLine: 3, EndLine: 3, Side: chat.SideBase})},
+		{"lines of the base", "pull_request_review_comment", rc,
+			map[string]any{"start_line": 2, "start_side": "LEFT", "line": 3, "side": "LEFT"},
+			review("1865220002", chat.Anchor{Path: "settings/settings.go", StartLine: 2, EndLine: 3, Side: chat.SideBase})},
+		{"an outdated line of the base", "pull_request_review_comment", rc,
+			map[string]any{"start_line": nil, "start_side": nil, "line": nil, "original_start_line": nil, "original_line": 3, "side": "LEFT"},
+			review("1865220002", chat.Anchor{Path: "settings/settings.go", StartLine: 3, EndLine: 3, Side: chat.SideBase})},
+		{"from the base to the head", "pull_request_review_comment", rc,
+			map[string]any{"start_line": 3, "start_side": "LEFT", "line": 5, "side": "RIGHT"},
+			review("1865220002", chat.Anchor{Path: "settings/settings.go", StartLine: 5, EndLine: 5})},
+		{"a reply", "pull_request_review_comment", rc, map[string]any{"in_reply_to_id": 1865220001},
+			review("1865220001", chat.Anchor{Path: "settings/settings.go", StartLine: 8, EndLine: 12})},
+		{"a file", "pull_request_review_comment", rc,
+			map[string]any{"subject_type": "file", "start_line": nil, "original_start_line": nil, "start_side": nil, "line": nil, "original_line": nil, "side": nil},
+			review("1865220002", chat.Anchor{Path: "settings/settings.go"})},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			body := fixture(t, c.file, c.set)
+			d, err := w.Read(t.Context(), headers(c.event, sign("s", body)), func() ([]byte, error) { return body, nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := chat.Delivery{Event: c.event, Comment: c.want}
+			if diff := cmp.Diff(want, d); diff != "" {
+				t.Errorf("delivery (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
