@@ -58,8 +58,9 @@ type Comment struct {
 	Question  string
 	// Focus is the anchor of a review comment (nil for a timeline comment).
 	Focus *Focus
-	// Thread is the review thread (GitHub: its root comment id, GitLab: the
-	// discussion id); "" for a comment in the PR's timeline.
+	// Thread is the review thread (GitHub: its root comment id; GitLab:
+	// the note's discussion id, which every note has); "" for a GitHub
+	// comment in the PR's timeline.
 	Thread string
 	// Discussion is where GitLab's reply goes: the note's discussion (a
 	// timeline note is a discussion of its own). Unused for GitHub.

@@ -1,6 +1,7 @@
 package gitlab
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"net/http"
@@ -106,14 +107,24 @@ func (w *Webhook) Read(ctx context.Context, h http.Header, body func() ([]byte, 
 	if e.User != nil {
 		q.Author = chat.Author{Login: e.User.Username, ID: e.User.ID}
 	}
-	// A note in a thread (on the diff, or a started discussion) continues
-	// the thread's conversation; a plain note the MR's timeline one.
-	if a.Type == "DiffNote" || a.Type == "DiscussionNote" {
-		q.Thread = a.DiscussionID
+	// Every note has a discussion (a plain note on the MR's timeline is
+	// one of its own, which a reply makes a thread), and the conversation
+	// follows it: a reply continues the conversation of its discussion's
+	// first note, whatever its type.
+	q.Thread = a.DiscussionID
+	// A note made on an older version of the MR may have no current
+	// position: then its original one anchors it.
+	p := a.Position
+	if p == nil {
+		p = a.OriginalPosition
 	}
-	if p := a.Position; p != nil {
+	if p != nil {
 		q.Focus = notePositionFocus(p)
-		q.HeadSHA, q.BaseSHA = p.HeadSHA, p.BaseSHA
+		// The commits of a position on the MR's head are the MR's; those
+		// of an older version are not, and the MR is looked up instead.
+		if head := e.MergeRequest.LastCommit.ID; head == "" || head == p.HeadSHA {
+			q.HeadSHA, q.BaseSHA = p.HeadSHA, p.BaseSHA
+		}
 	}
 	// GitLab sends Idempotency-Key from 17.4 on, and the same key when it
 	// retries; older versions are de-duplicated on the note id alone.
@@ -137,24 +148,34 @@ func (w *Webhook) isSelf(ctx context.Context, user string) bool {
 	return self != "" && strings.EqualFold(user, self)
 }
 
-// notePositionFocus is the focus of a diff note: its new path and lines
-// (the line range's new lines, else its new line); a note on a removed
-// line or a file anchors the file.
+// notePositionFocus is the focus of a diff note: its path and lines. A
+// note on a line the MR added or kept (new_line) anchors the new path's
+// lines at the head; one on a removed line (old_line only) anchors the old
+// path's lines with side base. A line range whose ends are both on that
+// side anchors the range; a note on a file (or an image) anchors the file.
 func notePositionFocus(p *gl.NotePosition) *chat.Focus {
-	path := p.NewPath
-	if path == "" {
-		path = p.OldPath
-	}
-	if path == "" || chat.CheckRepoPath(path) != nil {
-		return nil
-	}
-	a := chat.Anchor{Path: path}
-	if p.PositionType != "file" && p.NewLine > 0 {
-		a.StartLine, a.EndLine = int(p.NewLine), int(p.NewLine)
-		if r := p.LineRange; r != nil && r.StartRange != nil && r.EndRange != nil &&
-			r.StartRange.NewLine > 0 && r.StartRange.NewLine <= r.EndRange.NewLine {
-			a.StartLine, a.EndLine = int(r.StartRange.NewLine), int(r.EndRange.NewLine)
+	a := chat.Anchor{Path: cmp.Or(p.NewPath, p.OldPath)}
+	if p.PositionType == "text" || p.PositionType == "" {
+		r := p.LineRange
+		if r != nil && (r.StartRange == nil || r.EndRange == nil) {
+			r = nil
 		}
+		switch {
+		case p.NewLine > 0:
+			a.StartLine, a.EndLine = int(p.NewLine), int(p.NewLine)
+			if r != nil && r.StartRange.NewLine > 0 && r.StartRange.NewLine <= r.EndRange.NewLine {
+				a.StartLine, a.EndLine = int(r.StartRange.NewLine), int(r.EndRange.NewLine)
+			}
+		case p.OldLine > 0:
+			a.Path, a.Side = cmp.Or(p.OldPath, p.NewPath), chat.SideBase
+			a.StartLine, a.EndLine = int(p.OldLine), int(p.OldLine)
+			if r != nil && r.StartRange.OldLine > 0 && r.StartRange.OldLine <= r.EndRange.OldLine {
+				a.StartLine, a.EndLine = int(r.StartRange.OldLine), int(r.EndRange.OldLine)
+			}
+		}
+	}
+	if a.Path == "" || chat.CheckRepoPath(a.Path) != nil {
+		return nil
 	}
 	return &chat.Focus{Kind: chat.FocusSection, Anchors: []chat.Anchor{a}}
 }
