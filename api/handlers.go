@@ -89,6 +89,8 @@ type registerRequest struct {
 	Name      string `json:"name"`
 	ClonePath string `json:"clone_path"`
 	CloneURL  string `json:"clone_url"`
+	// ForgeProject is the project's path on its forge when it is not Name.
+	ForgeProject string `json:"forge_project"`
 }
 
 func (s *Server) registerRepository(c echo.Context) error {
@@ -96,7 +98,8 @@ func (s *Server) registerRepository(c echo.Context) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	r, created, err := s.domain.Repositories.RegisterRepository(c.Request().Context(), chat.Repository{Name: req.Name, ClonePath: req.ClonePath, CloneURL: req.CloneURL})
+	r, created, err := s.domain.Repositories.RegisterRepository(c.Request().Context(),
+		chat.Repository{Name: req.Name, ClonePath: req.ClonePath, CloneURL: req.CloneURL, ForgeProject: req.ForgeProject})
 	if err != nil {
 		return err
 	}

@@ -15,8 +15,9 @@ import (
 // package store.
 type AdminStore interface {
 	// UpsertRepository registers r by name, or updates the clone path and URL
-	// of the repository with that name. It fills r's ID and CreatedAt and
-	// reports whether the repository is new.
+	// and the forge project of the repository with that name. It fills r's
+	// ID and CreatedAt and reports whether the repository is new; a forge
+	// project another repository names is CodeConflict.
 	UpsertRepository(ctx context.Context, r *Repository) (created bool, err error)
 	Repositories(ctx context.Context) ([]Repository, error)
 	// CreateReview stores r as the next version (1, 2, ...) of its PR and fills
@@ -139,6 +140,14 @@ func (a *Admin) RegisterRepository(ctx context.Context, r Repository) (Repositor
 	}
 	if len(r.ClonePath) > maxPathBytes || len(r.CloneURL) > maxPathBytes {
 		return Repository{}, false, Errorf(CodeInvalid, "clone_path and clone_url are at most %d bytes", maxPathBytes)
+	}
+	if r.ForgeProject == r.Name {
+		r.ForgeProject = ""
+	}
+	if r.ForgeProject != "" {
+		if err := CheckForgeProject(r.ForgeProject); err != nil {
+			return Repository{}, false, err
+		}
 	}
 	if _, ok := limitedToken(ctx); ok {
 		// Registering says where a repository is cloned from: pointing a

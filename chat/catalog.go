@@ -11,6 +11,9 @@ import (
 // Implemented by package store.
 type CatalogStore interface {
 	Repository(ctx context.Context, name string) (Repository, error)
+	// RepositoryByForgeProject returns the repository whose ForgeProject
+	// is project (CodeRepositoryNotFound when none names it).
+	RepositoryByForgeProject(ctx context.Context, project string) (Repository, error)
 	// Review returns a version of a PR's review; version 0 is the latest.
 	Review(ctx context.Context, repo string, pr, version int) (Review, error)
 	ReviewByID(ctx context.Context, id int64) (Review, error)

@@ -24,11 +24,16 @@ const PrivateDir = ".prchat"
 
 // Repository is a registered repository.
 type Repository struct {
-	ID        int64     `json:"-"`
-	Name      string    `json:"name"` // owner/repo
-	ClonePath string    `json:"clone_path,omitempty"`
-	CloneURL  string    `json:"clone_url,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
+	ID        int64  `json:"-"`
+	Name      string `json:"name"` // owner/repo
+	ClonePath string `json:"clone_path,omitempty"`
+	CloneURL  string `json:"clone_url,omitempty"`
+	// ForgeProject is the repository's project on its forge when that is
+	// not Name, such as a GitLab project in nested groups
+	// (acme/platform/widgets): webhooks of that project are this
+	// repository's, and the replies go to it.
+	ForgeProject string    `json:"forge_project,omitempty"`
+	CreatedAt    time.Time `json:"created_at"`
 }
 
 // Review is one saved version of an agent's review of a pull request.

@@ -52,7 +52,11 @@ type Comment struct {
 	Repository string
 	CloneURL   string
 	HTMLURL    string
-	PR         int
+	// ForgeProject is the project's path on the forge, where its API is
+	// called, when the repository is registered under another name (its
+	// forge_project); "" when it is Repository.
+	ForgeProject string
+	PR           int
 	// CommentID is the forge's id of the comment.
 	CommentID int64
 	Question  string
@@ -203,6 +207,8 @@ var ErrForgeRefused = errors.New("the forge refused the request")
 
 // CommentRef says which comment of which PR a forge call is about.
 type CommentRef struct {
+	// Repository is the project's path on the forge (the repository's
+	// forge project when it has one).
 	Repository   string
 	PR           int
 	CommentID    int64
@@ -426,6 +432,9 @@ func (s *Webhooks) ReceiveComment(ctx context.Context, c Comment, autoRegister b
 	if c.holdsNUL() {
 		// As the API refuses them: nothing with a NUL byte is stored.
 		return Receipt{Status: ReceiptIgnored, Reason: "the comment holds a NUL byte, which prchat does not take"}, nil
+	}
+	if err := s.forgeRepository(ctx, &c); err != nil {
+		return Receipt{}, err
 	}
 	if err := CheckRepoName(c.Repository); err != nil {
 		return Receipt{Status: ReceiptIgnored, Reason: "the event names no repository as owner/name"}, nil
@@ -780,7 +789,7 @@ func (c Comment) holdsNUL() bool {
 }
 
 func (c Comment) ref() CommentRef {
-	return CommentRef{Repository: c.Repository, PR: c.PR, CommentID: c.CommentID, Thread: c.Thread, Discussion: c.Discussion, Installation: c.Installation}
+	return CommentRef{Repository: cmp.Or(c.ForgeProject, c.Repository), PR: c.PR, CommentID: c.CommentID, Thread: c.Thread, Discussion: c.Discussion, Installation: c.Installation}
 }
 
 // deferComment records a failed attempt and when to try again. A question

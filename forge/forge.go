@@ -1,6 +1,7 @@
 package forge
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"net/url"
@@ -115,7 +116,7 @@ func Credentials(ctx context.Context, repo chat.Repository, hosts ...GitHost) (s
 	for _, h := range hosts {
 		scheme, host := h.GitHost()
 		if strings.EqualFold(u.Hostname(), host) && (u.Scheme == "https" || u.Scheme == scheme) {
-			return h.GitCredentials(ctx, repo.Name)
+			return h.GitCredentials(ctx, cmp.Or(repo.ForgeProject, repo.Name))
 		}
 	}
 	return "", "", nil

@@ -12,22 +12,25 @@ import (
 // never leave the package.
 
 type repositoryRow struct {
-	ID        int64     `gorm:"column:id;primaryKey"`
-	Name      string    `gorm:"column:name"`
-	ClonePath string    `gorm:"column:clone_path"`
-	CloneURL  string    `gorm:"column:clone_url"`
-	CreatedAt time.Time `gorm:"column:created_at"`
+	ID        int64  `gorm:"column:id;primaryKey"`
+	Name      string `gorm:"column:name"`
+	ClonePath string `gorm:"column:clone_path"`
+	CloneURL  string `gorm:"column:clone_url"`
+	// ForgeProject is "" when the forge's project is Name.
+	ForgeProject string    `gorm:"column:forge_project"`
+	CreatedAt    time.Time `gorm:"column:created_at"`
 }
 
 func (repositoryRow) TableName() string { return "repositories" }
 
 func (r repositoryRow) chat() chat.Repository {
 	return chat.Repository{
-		ID:        r.ID,
-		Name:      r.Name,
-		ClonePath: r.ClonePath,
-		CloneURL:  r.CloneURL,
-		CreatedAt: r.CreatedAt.UTC(),
+		ID:           r.ID,
+		Name:         r.Name,
+		ClonePath:    r.ClonePath,
+		CloneURL:     r.CloneURL,
+		ForgeProject: r.ForgeProject,
+		CreatedAt:    r.CreatedAt.UTC(),
 	}
 }
 

@@ -24,14 +24,18 @@ func stamp(t time.Time) time.Time {
 	return t.UTC().Truncate(time.Microsecond)
 }
 
-// UpsertRepository registers r by name, or updates the clone path and URL of
-// the repository with that name. It fills r's ID and CreatedAt and reports
-// whether the repository is new.
+// UpsertRepository registers r by name, or updates the clone path and URL
+// and the forge project of the repository with that name. It fills r's ID
+// and CreatedAt and reports whether the repository is new. A forge project
+// that another repository names is CodeConflict.
 func (s *Store) UpsertRepository(ctx context.Context, r *chat.Repository) (bool, error) {
-	row := repositoryRow{Name: r.Name, ClonePath: r.ClonePath, CloneURL: r.CloneURL, CreatedAt: stamp(r.CreatedAt)}
+	row := repositoryRow{Name: r.Name, ClonePath: r.ClonePath, CloneURL: r.CloneURL, ForgeProject: r.ForgeProject, CreatedAt: stamp(r.CreatedAt)}
 	res := s.write.WithContext(ctx).
 		Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "name"}}, DoNothing: true}).
 		Create(&row)
+	if violates(res.Error, forgeProjectKey()) {
+		return false, forgeProjectTaken(r.ForgeProject)
+	}
 	if res.Error != nil {
 		return false, fmt.Errorf("upsert repository %s: %w", r.Name, res.Error)
 	}
@@ -41,8 +45,11 @@ func (s *Store) UpsertRepository(ctx context.Context, r *chat.Repository) (bool,
 	}
 	var rows []repositoryRow
 	err := s.write.WithContext(ctx).Raw(
-		`UPDATE repositories SET clone_path = ?, clone_url = ? WHERE name = ? RETURNING *`,
-		r.ClonePath, r.CloneURL, r.Name).Scan(&rows).Error
+		`UPDATE repositories SET clone_path = ?, clone_url = ?, forge_project = ? WHERE name = ? RETURNING *`,
+		r.ClonePath, r.CloneURL, r.ForgeProject, r.Name).Scan(&rows).Error
+	if violates(err, forgeProjectKey()) {
+		return false, forgeProjectTaken(r.ForgeProject)
+	}
 	if err != nil {
 		return false, fmt.Errorf("upsert repository %s: %w", r.Name, err)
 	}
@@ -64,6 +71,28 @@ func (s *Store) Repository(ctx context.Context, name string) (chat.Repository, e
 		return chat.Repository{}, fmt.Errorf("get repository %s: %w", name, err)
 	}
 	return row.chat(), nil
+}
+
+// RepositoryByForgeProject returns the repository whose forge project is
+// project (CodeRepositoryNotFound when none names it).
+func (s *Store) RepositoryByForgeProject(ctx context.Context, project string) (chat.Repository, error) {
+	var row repositoryRow
+	err := s.read.WithContext(ctx).Where("forge_project = ? AND forge_project <> ''", project).Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return chat.Repository{}, chat.Errorf(chat.CodeRepositoryNotFound, "no repository is registered with forge project %s", project)
+	}
+	if err != nil {
+		return chat.Repository{}, fmt.Errorf("get the repository of forge project %s: %w", project, err)
+	}
+	return row.chat(), nil
+}
+
+func forgeProjectKey() uniqueKey {
+	return uniqueKey{"repositories_forge_project_key", []string{"repositories.forge_project"}}
+}
+
+func forgeProjectTaken(project string) error {
+	return chat.Errorf(chat.CodeConflict, "forge project %s is already another repository's", project)
 }
 
 // Repositories lists the registered repositories by name.

@@ -22,6 +22,7 @@ type webhookCommentRow struct {
 	Forge          string    `gorm:"column:forge"`
 	DeliveryID     string    `gorm:"column:delivery_id"`
 	Repository     string    `gorm:"column:repository"`
+	ForgeProject   string    `gorm:"column:forge_project"`
 	PR             int       `gorm:"column:pr"`
 	CommentID      int64     `gorm:"column:comment_id"`
 	Thread         string    `gorm:"column:thread"`
@@ -57,6 +58,7 @@ func (r webhookCommentRow) chat() (chat.WebhookComment, error) {
 			Forge:        r.Forge,
 			DeliveryID:   r.DeliveryID,
 			Repository:   r.Repository,
+			ForgeProject: r.ForgeProject,
 			CloneURL:     r.CloneURL,
 			HTMLURL:      r.HTMLURL,
 			PR:           r.PR,
@@ -121,6 +123,7 @@ func (s *Store) AddComment(ctx context.Context, c *chat.WebhookComment) error {
 		Forge:         c.Forge,
 		DeliveryID:    c.DeliveryID,
 		Repository:    c.Repository,
+		ForgeProject:  c.ForgeProject,
 		PR:            c.PR,
 		CommentID:     c.CommentID,
 		Thread:        c.Thread,

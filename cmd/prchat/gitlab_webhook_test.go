@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -29,14 +30,25 @@ type glPayload struct {
 	IID                    int
 	NoteID                 int64
 	Discussion, Body, Type string
-	// A diff note's position.
+	// Action is the note's action (default create); System marks a
+	// system note.
+	Action string
+	System bool
+	// A diff note's position: lines of the head, or with Removed lines of
+	// the base (old_line only).
 	Path               string
 	StartLine, EndLine int
+	Removed            bool
 	Head, Base         string
 }
 
-func (p glPayload) Owner() string { o, _, _ := strings.Cut(p.Repo, "/"); return o }
-func (p glPayload) Name() string  { _, n, _ := strings.Cut(p.Repo, "/"); return n }
+// Namespace is the project's group (the last of nested groups); Name its
+// name.
+func (p glPayload) Namespace() string {
+	g, _ := path.Split(p.Repo)
+	return path.Base(strings.TrimSuffix(g, "/"))
+}
+func (p glPayload) Name() string { return path.Base(p.Repo) }
 
 func glNotePayload(t *testing.T, p glPayload) []byte {
 	t.Helper()
@@ -48,6 +60,9 @@ func glNotePayload(t *testing.T, p glPayload) []byte {
 	}
 	if p.Username == "" {
 		p.Username = "reviewer"
+	}
+	if p.Action == "" {
+		p.Action = "create"
 	}
 	if p.CloneURL == "" {
 		p.CloneURL = "https://gitlab.com/" + p.Repo + ".git"

@@ -52,8 +52,10 @@ type ghPayload struct {
 	StartLine   string // JSON: a number or null
 	Line        string
 	SubjectType string
-	InReplyTo   int64
-	Head, Base  string
+	// Side is the diff's side of the lines: RIGHT (the default) or LEFT.
+	Side       string
+	InReplyTo  int64
+	Head, Base string
 }
 
 func (p ghPayload) Owner() string { o, _, _ := strings.Cut(p.Repo, "/"); return o }
@@ -91,6 +93,9 @@ func payload(t *testing.T, file string, p ghPayload) []byte {
 	}
 	if p.SubjectType == "" {
 		p.SubjectType = "line"
+	}
+	if p.Side == "" {
+		p.Side = "RIGHT"
 	}
 	tmpl, err := template.New(file).Funcs(template.FuncMap{"json": func(v any) (string, error) {
 		b, err := json.Marshal(v)
