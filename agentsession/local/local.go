@@ -243,12 +243,18 @@ func termTexts(terms []term) []string {
 }
 
 // focusAnchors returns the anchors of a question's focus that name a file.
+// An anchor on lines of the base (lines the PR removed) keeps its file but
+// not its lines: the checkout is the head, where those numbers are other
+// lines.
 func focusAnchors(f *chat.Focus) []chat.Anchor {
 	if f == nil {
 		return nil
 	}
 	var out []chat.Anchor
 	for _, a := range f.Anchors {
+		if a.Side == chat.SideBase {
+			a = chat.Anchor{Path: a.Path}
+		}
 		if a.Path != "" {
 			out = append(out, a)
 		}

@@ -365,3 +365,23 @@ func TestUnansweredSaysSo(t *testing.T) {
 		}
 	}
 }
+
+// TestBaseSideFocus: lines of the base (lines the PR removed) are not read
+// at the head, where those numbers are other lines: the focus keeps only
+// their file.
+func TestBaseSideFocus(t *testing.T) {
+	t.Parallel()
+	dir := writeTree(t, map[string]string{
+		"a/limits.go": "package a\n\n// limit of the queue\nconst limit = 3\n\nfunc Limit() int {\n\treturn limit\n}\n",
+	})
+	head := &chat.Focus{Kind: chat.FocusSection, Anchors: []chat.Anchor{{Path: "a/limits.go", StartLine: 6, EndLine: 7}}}
+	a, _, _ := ask(t, dir, "What do these lines do?", head)
+	if !strings.Contains(a.AnswerMarkdown, "Lines 6-7 of") {
+		t.Errorf("head lines: the answer does not read lines 6-7:\n%s", a.AnswerMarkdown)
+	}
+	base := &chat.Focus{Kind: chat.FocusSection, Anchors: []chat.Anchor{{Path: "a/limits.go", StartLine: 6, EndLine: 7, Side: chat.SideBase}}}
+	a, _, _ = ask(t, dir, "What do these lines do?", base)
+	if strings.Contains(a.AnswerMarkdown, "Lines 6-7 of") || len(a.Citations) == 0 || a.Citations[0].Path != "a/limits.go" {
+		t.Errorf("base lines were read at the head, or their file was lost: %+v\n%s", a.Citations, a.AnswerMarkdown)
+	}
+}
