@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -206,6 +207,69 @@ func TestGitLabDiscussions(t *testing.T) {
 					}
 				}
 			})
+		})
+	}
+}
+
+// TestGitLabPrivateProjectInNestedGroup: a private project in nested
+// groups, registered with its clone URL and forge project, is cloned with
+// the GitLab token (only on GitLab's own host), its unreviewed merge
+// request gets a review version from GitLab, and the answer goes to the
+// project's discussion.
+func TestGitLabPrivateProjectInNestedGroup(t *testing.T) {
+	t.Parallel()
+	for _, m := range modes(t) {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			e := setupGitLab(t, m, func(c *Config) {
+				c.AllowFileURLs = true     // the fake git server speaks http://
+				c.CloneAllowPrivate = true // ... on 127.0.0.1
+			})
+			const project = "acme/platform/private"
+			root := t.TempDir()
+			bare := filepath.Join(root, project+".git")
+			for _, args := range [][]string{
+				{"clone", "-q", "--bare", e.repoDir, bare},
+				{"-C", bare, "update-ref", "refs/heads/main", e.head},
+			} {
+				if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+					t.Fatalf("git %v: %v\n%s", args, err, out)
+				}
+			}
+			cloneURL := e.gl.ServeGit(t, root) + "/" + project + ".git"
+			e.do("POST", "/api/v1/repos", map[string]any{"name": "platform/private", "clone_url": cloneURL, "forge_project": project}, http.StatusCreated, nil)
+			e.gl.AddMR(project, 8, e.head, e.base)
+			note := 6_000_000 + commentIDs.Add(1)
+			e.gl.AddDiscussion(project, 8, "d-private", gitlabtest.Note{ID: note, Body: "/ask Where does Load check the path?"})
+			body := glNotePayload(t, glPayload{Repo: project, IID: 8, NoteID: note, Discussion: "d-private", Body: "/ask Where does Load check the path?",
+				CloneURL: cloneURL, Head: e.head})
+			code, r := deliverGitLab(t, e.url, uuid.NewString(), body, testGitLabSecret)
+			if code != http.StatusAccepted {
+				t.Fatalf("note: %d %+v", code, r)
+			}
+			if got := e.wait(r.ConversationID, 1); got.State != "succeeded" {
+				t.Fatalf("turn = %+v", got)
+			}
+			chattest.Eventually(t, "the reply", func() bool { return len(withGitLabMarker(e.gl.Notes(project, 8, "d-private"))) == 1 })
+			var rev struct {
+				HeadSHA string `json:"head_sha"`
+			}
+			e.do("GET", "/api/v1/repos/platform/private/pulls/8/reviews/latest", nil, http.StatusOK, &rev)
+			if rev.HeadSHA != e.head {
+				t.Errorf("review head = %q, want %q", rev.HeadSHA, e.head)
+			}
+			if n := len(e.gl.CallsTo("GET", "/api/v4/projects/acme%2Fplatform%2Fprivate/merge_requests/8")); n != 1 {
+				t.Errorf("the merge request was looked up %d times, want once", n)
+			}
+			var fetched bool
+			for _, c := range e.gl.GitCalls() {
+				if c.Status == http.StatusOK && strings.HasPrefix(c.Auth, "Basic ") {
+					fetched = true
+				}
+			}
+			if !fetched {
+				t.Errorf("no authenticated fetch from GitLab's git server: %+v", e.gl.GitCalls())
+			}
 		})
 	}
 }

@@ -1,16 +1,19 @@
 // Package gitlabtest is a fake of the parts of GitLab's REST API (v4) that
 // prchat calls, for tests that drive the real GitLab client against it:
 // merge requests, discussions and their notes, award emoji and the current
-// user. It records every call and can be scripted to fail (package
-// forgetest, the core the forges' fakes share).
+// user, and git over HTTP for private projects. It records every call and
+// can be scripted to fail (package forgetest, the core the forges' fakes
+// share).
 package gitlabtest
 
 import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/cgi"
 	"net/http/httptest"
 	"net/url"
+	"os/exec"
 	"strconv"
 	"sync"
 	"testing"
@@ -57,6 +60,7 @@ type Server struct {
 	mrs         map[string][2]string         // project!iid -> head, base
 	discussions map[string]map[string][]Note // project!iid -> discussion -> notes
 	awards      []Award
+	gitCalls    []Call
 	nextID      int64
 	access      map[string]int // project/user id -> access level
 }
@@ -137,6 +141,42 @@ func (s *Server) member(w http.ResponseWriter, r *http.Request) {
 	}
 	id, _ := strconv.ParseInt(r.PathValue("user"), 10, 64)
 	forgetest.WriteJSON(w, http.StatusOK, map[string]any{"id": id, "access_level": level})
+}
+
+// ServeGit serves the bare repositories under root over git's smart HTTP
+// protocol (git http-backend) to clients that authenticate with the fake's
+// token as the password (user oauth2), as GitLab does for a private
+// project. It returns the server's base URL; a project's clone URL is
+// base/<path with namespace>.git, nested groups included.
+func (s *Server) ServeGit(t *testing.T, root string) string {
+	t.Helper()
+	git, err := exec.LookPath("git")
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend := &cgi.Handler{Path: git, Args: []string{"http-backend"}, Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := Call{Method: r.Method, Path: r.URL.Path, Auth: r.Header.Get("Authorization"), Status: http.StatusOK}
+		if user, pass, ok := r.BasicAuth(); !ok || user != "oauth2" || pass != s.Token {
+			c.Status = http.StatusUnauthorized
+			w.Header().Set("WWW-Authenticate", `Basic realm="GitLab"`)
+			http.Error(w, "HTTP Basic: Access denied.", http.StatusUnauthorized)
+		} else {
+			backend.ServeHTTP(w, r)
+		}
+		s.mu.Lock()
+		s.gitCalls = append(s.gitCalls, c)
+		s.mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// GitCalls returns the requests the git server received.
+func (s *Server) GitCalls() []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Call(nil), s.gitCalls...)
 }
 
 // Awards returns the emoji awarded.
