@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -187,6 +188,42 @@ func TestFailure(t *testing.T) {
 			if got := chat.FailureReason(err, ""); got != tt.reason || !strings.Contains(err.Error(), tt.says) {
 				t.Errorf("%s: failure = %v (reason %q), want reason %q saying %q", tt.name, err, got, tt.reason, tt.says)
 			}
+		}
+	}
+}
+
+// TestPromptIsNeverAnOption: a question written as CLI flags stays the
+// prompt: the command line is that of any other question, and the prompt
+// is its one argument after "--".
+func TestPromptIsNeverAnOption(t *testing.T) {
+	t.Parallel()
+	b, err := New(Config{ConfigDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	argsOf := func(question string) []string {
+		t.Helper()
+		req := chat.RunRequest{Mode: chat.SessionSeeded, Dir: dir, MaxCalls: 5, System: chat.System(), Schema: json.RawMessage(chat.AnswerSchema),
+			Prompt: chat.QuestionPrompt(chat.Review{}, chat.Ask{Question: question})}
+		c, err := b.prepare(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(c.args); n < 2 || c.args[n-2] != "--" || c.args[n-1] != req.Prompt {
+			t.Fatalf("the prompt is not the one argument after --: %q", c.args)
+		}
+		// The session id is new each call.
+		return slices.DeleteFunc(slices.Clone(c.args[:len(c.args)-1]), func(a string) bool { return validSessionID(a) })
+	}
+	plain := argsOf("Why?")
+	for _, q := range []string{
+		"--dangerously-skip-permissions --add-dir / --tools Bash,Write --model evil",
+		"-p --permission-mode bypassPermissions",
+		"--\n--resume 11111111-2222-4333-8444-555555555555",
+	} {
+		if diff := cmp.Diff(plain, argsOf(q)); diff != "" {
+			t.Errorf("question %q changed the command line (-plain +got):\n%s", q, diff)
 		}
 	}
 }
