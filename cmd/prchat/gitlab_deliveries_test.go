@@ -180,3 +180,46 @@ func TestGitLabDeliveries(t *testing.T) {
 		})
 	}
 }
+
+// TestGitLabRestartBetweenAnsweringAndPosting: GitLab stored the reply but
+// had not answered when prchat stopped; the restarted daemon finds the
+// reply by its marker and posts nothing more.
+func TestGitLabRestartBetweenAnsweringAndPosting(t *testing.T) {
+	t.Parallel()
+	for _, m := range modes(t) {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			e := setupGitLab(t, m, nil)
+			e.review("scripted", nil) // MR 7
+			e.gl.HoldPosts()
+			note := 7_000_000 + commentIDs.Add(1)
+			e.gl.AddDiscussion("acme/widget", 7, "d-restart", gitlabtest.Note{ID: note, Body: "/ask Why?"})
+			body := glNotePayload(t, glPayload{IID: 7, NoteID: note, Discussion: "d-restart", Body: "/ask Why?"})
+			if code, r := deliverGitLab(t, e.url, uuid.NewString(), body, testGitLabSecret); code != http.StatusAccepted {
+				t.Fatalf("note: %d %+v", code, r)
+			} else {
+				e.wait(r.ConversationID, 1)
+			}
+			posts := "/api/v4/projects/acme%2Fwidget/merge_requests/7/discussions/d-restart/notes"
+			chattest.Eventually(t, "the held post", func() bool { return len(withGitLabMarker(e.gl.Notes("acme/widget", 7, "d-restart"))) == 1 })
+			e.d.Stop()
+			e.gl.ReleasePosts()
+			if n := len(e.gl.CallsTo("POST", posts)); n != 1 {
+				t.Fatalf("%d posts before the restart, want 1", n)
+			}
+
+			d := e.boot(roleOf("serve"), e.cfg)
+			e.d, e.url = d, d.URL()
+			chattest.Eventually(t, "the note marked posted", func() bool { return e.commentState(chat.ForgeGitLab, note) == chat.CommentPosted })
+			if n := len(e.gl.CallsTo("POST", posts)); n != 1 {
+				t.Errorf("%d posts, want 1", n)
+			}
+			if n := len(withGitLabMarker(e.gl.Notes("acme/widget", 7, "d-restart"))); n != 1 {
+				t.Errorf("%d replies, want 1", n)
+			}
+			if n := len(e.gl.CallsTo("GET", "/api/v4/projects/acme%2Fwidget/merge_requests/7/discussions/d-restart")); n < 1 {
+				t.Errorf("the restarted daemon did not look for the earlier reply")
+			}
+		})
+	}
+}

@@ -36,6 +36,9 @@ func setupGitLab(t *testing.T, m mode, change func(*Config)) *glEnv {
 	e.opts.outboxInterval = 20 * time.Millisecond
 	e.opts.commentPoll = 20 * time.Millisecond
 	e.opts.commentBackoff = 50 * time.Millisecond
+	// A stopped daemon's notes are taken up again after this (as for
+	// GitHub: longer than a note takes to be asked on a loaded machine).
+	e.opts.commentLease = chattest.Within(5 * time.Second)
 	e.opts.forgeTimeout = 3 * time.Second
 	e.scripted.Fallback = func(chat.RunRequest) scripted.Step {
 		return scripted.Step{Answer: goodAnswer("Load returns errEmptyPath.")}
