@@ -436,7 +436,9 @@ func (s *Webhooks) ReceiveComment(ctx context.Context, c Comment, autoRegister b
 	if err := s.forgeRepository(ctx, &c); err != nil {
 		return Receipt{}, err
 	}
-	if err := CheckRepoName(c.Repository); err != nil {
+	// A project in nested groups that no repository names is one prchat
+	// does not know, and is told so below.
+	if CheckRepoName(c.Repository) != nil && CheckForgeProject(c.Repository) != nil {
 		return Receipt{Status: ReceiptIgnored, Reason: "the event names no repository as owner/name"}, nil
 	}
 	if ok, err := s.mayAsk(ctx, c); err != nil {
@@ -449,7 +451,7 @@ func (s *Webhooks) ReceiveComment(ctx context.Context, c Comment, autoRegister b
 		if ErrorCode(err) != CodeRepositoryNotFound {
 			return Receipt{}, err
 		}
-		if !autoRegister || c.CloneURL == "" {
+		if !autoRegister || c.CloneURL == "" || CheckRepoName(c.Repository) != nil {
 			wc.Refusal = fmt.Sprintf("prchat does not know the repository %s: it answers questions only about repositories registered with it", c.Repository)
 			wc.Notice = NoticeUnregistered
 		} else if _, _, err := s.admin.RegisterRepository(ctx, Repository{Name: c.Repository, CloneURL: c.CloneURL}); err != nil {

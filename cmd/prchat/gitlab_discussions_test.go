@@ -164,6 +164,17 @@ func TestGitLabDiscussions(t *testing.T) {
 						t.Errorf("a call to the repository's name, not its project: %+v", c)
 					}
 				}
+				// A project in nested groups that no repository names is
+				// told that prchat does not know it.
+				unknown := newID()
+				e.gl.AddDiscussion("acme/other/thing", 3, "d-unknown", gitlabtest.Note{ID: unknown, Body: "/ask Why?"})
+				code, r3 := deliverGitLab(t, e.url, uuid.NewString(), glNotePayload(t, glPayload{Repo: "acme/other/thing", IID: 3, NoteID: unknown, Discussion: "d-unknown", Body: "/ask Why?"}), testGitLabSecret)
+				if code != http.StatusOK || !strings.Contains(r3.Reason, "prchat does not know the repository acme/other/thing") {
+					t.Errorf("an unknown nested project: %d %+v", code, r3)
+				}
+				if got := replies("acme/other/thing", 3, "d-unknown", 1); !strings.Contains(got[0].Body, "prchat does not know the repository acme/other/thing") {
+					t.Errorf("reply:\n%s", got[0].Body)
+				}
 				// GitLab delivering the note again is a duplicate.
 				if code, r2 := deliverGitLab(t, e.url, uuid.NewString(), glNotePayload(t, glPayload{Repo: project, IID: 4, NoteID: note, Discussion: "d-nested", Body: "/ask Why does Load fail?"}), testGitLabSecret); code != http.StatusOK || r2.Status != "duplicate" {
 					t.Errorf("the same note again: %d %+v", code, r2)
