@@ -391,17 +391,30 @@ func nearWalk(v *view, ke int, f func(i, j, e int) bool) {
 	}
 }
 
-// nearWindowEnds walks matchNear's window after ke without judging its
-// values and reports whether it ends before the end of the text; it
-// reads as far as matchNear does.
-func nearWindowEnds(v *view, ke int) bool {
-	nearWalk(v, ke, func(int, int, int) bool { return true })
-	return v.reach <= len(v.s)
-}
-
-// setNearWait are the bytes that cannot end a service name's window
-// early (see matchNear).
+// setNearWait marks a service name's decision that waits for the end of
+// its window (see matchNear): a blank line or a mask wakes it (nearWakes),
+// other bytes do not.
 var setNearWait = notSet("\n[")
+
+// nearWakes reports whether s[pair:] holds a blank line ("\n\n") or
+// s[from:] the start of a mask, which may end a service name's window
+// early.
+func nearWakes(s string, pair, from int) bool {
+	if strings.Contains(s[pair:], "\n\n") {
+		return true
+	}
+	for i := from; i < len(s); i++ {
+		k := strings.IndexByte(s[i:], '[')
+		if k < 0 {
+			return false
+		}
+		i += k
+		if t := s[i:min(len(s), i+len(maskPrefix))]; t == maskPrefix[:len(t)] {
+			return true // a mask, or its start at the end
+		}
+	}
+	return false
+}
 
 // setNearValue are the bytes of a value the dictionary rule reads after a
 // service's name; anything else separates values.
@@ -413,41 +426,56 @@ var setNearValue = newSet("A-Za-z0-9_+/.-")
 // blank line, that have one of the service's shapes.
 func matchNear(v *view, ks, ke int, sp *spec, out *[4]result) int {
 	s := v.s
-	if ks > 0 {
-		// not inside a word, a number or a base64 run
-		if c := s[ks-1]; isLetter(c) && !(isLower(c) && isUpper(s[ks])) || isDigit(c) || c == '+' || c == '/' || c == '=' || c == ']' {
-			return 0
-		}
+	if sp.rejects(s, ks, ke, "") {
+		return 0
 	}
 	if c := v.at(ke); c >= 0 && isLower(byte(c)) && s[ke-1] != '_' {
 		return 0
 	}
-	if v.provisional && !nearWindowEnds(v, ke) {
-		// The window is still arriving. It ends at a blank line or a mask
-		// and surely once the last value that can start in it is complete;
-		// until then, bytes other than '\n' and '[' cannot end it early,
-		// except a value too long for a shape, whose end only means
-		// waiting longer.
-		v.wait, v.waitEnd = setNearWait, ke+nearWindow+maxNearValue+3
-		return 0
-	}
-	d := &nearDefs[sp.near]
-	n := 0
+	// The window's values long enough for a shape, judged once the
+	// window is complete: each starts after at least 14 bytes of the
+	// previous one and a separator, so at most 7 start in the window.
+	var toks [8]struct{ i, t int }
+	nt := 0
 	nearWalk(v, ke, func(i, j, e int) bool {
 		t := e
 		for t > i && s[t-1] == '.' {
 			t--
 		}
-		if tok := s[i:t]; len(tok) >= 14 && i > ke && d.fits(tok) && !isPlaceholder(tok) && !lowVariety(tok) {
+		if t-i >= 14 && i > ke {
+			toks[nt].i, toks[nt].t = i, t
+			nt++
+		}
+		return nt < len(toks)
+	})
+	if v.pending() {
+		// The window is still arriving. It ends at a blank line or a mask,
+		// once its last value is complete after nearWindow bytes, and
+		// surely once the last value that can start in it is complete.
+		// Before nearWindow bytes only a blank line or a '[' can end it
+		// early, except a value too long for a shape, whose end only means
+		// waiting longer; after them, the value still arriving must end
+		// first (its run is the wait).
+		if v.wait != setNearValue || len(s) < ke+nearWindow {
+			v.wait, v.waitEnd = setNearWait, min(ke+nearWindow+maxNearValue+3, max(ke+nearWindow+1, len(s)+16))
+		}
+		return 0
+	}
+	d := &nearDefs[sp.near]
+	n := 0
+	for _, k := range toks[:nt] {
+		if tok := s[k.i:k.t]; d.fits(tok) && !isPlaceholder(tok) && !lowVariety(tok) {
 			for _, sh := range d.shapes {
 				if sh.matches(tok) {
-					out[n] = result{start: i, end: t, id: sp.id}
+					out[n] = result{start: k.i, end: k.t, id: sp.id}
 					n++
 					break
 				}
 			}
+			if n == len(out) {
+				break
+			}
 		}
-		return n < len(out)
-	})
+	}
 	return n
 }

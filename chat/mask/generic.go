@@ -178,10 +178,7 @@ func (k *normKey) kind() keyKind {
 // with the key and the value quoted or not (also JSON-escaped quotes).
 func matchAssign(v *view, ks, ke int, memo *assignMemo) result {
 	s := v.s
-	a := ks
-	for a > 0 && setIdent[s[a-1]] && ks-a < 128 {
-		a--
-	}
+	a := keyStart(s, ks)
 	b := v.run(ke, setIdent, 128)
 	if memo.ok && memo.a == a && memo.b == b {
 		if v.reach <= len(s) && memo.reach > len(s) {
@@ -963,32 +960,7 @@ func skipBlankBack(s string, i int) int {
 // assignment's value.
 func matchBefore(v *view, a, b, ks int) result {
 	s := v.s
-	p := a
-	var lq byte
-	if c := s[p-1]; c == '"' || c == '\'' {
-		lq = c
-		p--
-	} else if c == '$' {
-		p-- // PHP: 'VALUE' == $password
-	}
-	p = skipBlankBack(s, p)
-	op := ""
-	switch {
-	case p >= 3 && s[p-3:p] == "===":
-		op, p = "==", p-3
-	case p >= 2 && s[p-2:p] == "==":
-		op, p = "==", p-2
-	case p >= 2 && s[p-2:p] == "=>":
-		op, p = ":", p-2
-	case p >= 1 && s[p-1] == ':':
-		op, p = ":", p-1
-	default:
-		return noMatch
-	}
-	if op == ":" && lq == 0 {
-		return noMatch
-	}
-	vs, ve := beforeValue(s, skipBlankBack(s, p))
+	vs, ve, lq, op := labelBefore(s, a)
 	if vs < 0 {
 		return noMatch
 	}
@@ -997,7 +969,7 @@ func matchBefore(v *view, a, b, ks int) result {
 		if v.at(b) != int(lq) {
 			return noMatch
 		}
-		if op == ":" {
+		if op == ':' {
 			// the label is the map's value: a ',', '}' or the line's end follows
 			k := v.skipBlank(b + 1)
 			if c := v.at(k); c >= 0 && c != ',' && c != '}' && c != '\n' && c != '\r' && c != ')' {
@@ -1026,6 +998,63 @@ func matchBefore(v *view, a, b, ks int) result {
 	return result{start: vs, end: ve, id: idGeneric}
 }
 
+// labelBefore finds the quoted value written before the label that starts
+// at a ("VALUE" == password, {"VALUE": "api_key"}): its bounds (vs < 0 when
+// there is none), the label's opening quote (0 when it has none) and the
+// operator between them ('=' for == and ===, ':' for : and =>). It reads
+// only text before a.
+func labelBefore(s string, a int) (vs, ve int, lq, op byte) {
+	p := a
+	if c := s[p-1]; c == '"' || c == '\'' {
+		lq = c
+		p--
+	} else if c == '$' {
+		p-- // PHP: 'VALUE' == $password
+	}
+	p = skipBlankBack(s, p)
+	switch {
+	case p >= 3 && s[p-3:p] == "===":
+		op, p = '=', p-3
+	case p >= 2 && s[p-2:p] == "==":
+		op, p = '=', p-2
+	case p >= 2 && s[p-2:p] == "=>":
+		op, p = ':', p-2
+	case p >= 1 && s[p-1] == ':':
+		op, p = ':', p-1
+	default:
+		return -1, 0, 0, 0
+	}
+	if op == ':' && lq == 0 {
+		return -1, 0, 0, 0
+	}
+	vs, ve = beforeValue(s, skipBlankBack(s, p))
+	return vs, ve, lq, op
+}
+
+// assignStart is the earliest position at which the generic rule's span
+// for the keyword at ks can start: a value written before its label, or
+// the keyword itself. It reads only text before ks, so a Stream can hold
+// that much back before the rule has run.
+func assignStart(s string, ks int) int {
+	a := keyStart(s, ks)
+	if a == 0 || a >= 3 && s[a-3:a] == "://" {
+		return ks
+	}
+	if vs, _, _, _ := labelBefore(s, a); vs >= 0 {
+		return min(vs, ks)
+	}
+	return ks
+}
+
+// keyStart is where the key name that holds the keyword at ks starts.
+func keyStart(s string, ks int) int {
+	a := ks
+	for a > 0 && setIdent[s[a-1]] && ks-a < 128 {
+		a--
+	}
+	return a
+}
+
 // beforeHold is where a Stream must hold text back so that a value written
 // before its label can still be masked when the label arrives: the start of
 // a quoted token-like value at the end of s, possibly followed by blanks,
@@ -1042,10 +1071,16 @@ func beforeHold(s string, t *trail) int {
 	}
 	// a closed value, then blanks, an operator and part of a label
 	p := max(t.ident, len(s)-128)
-	if p > 0 && (s[p-1] == '"' || s[p-1] == '\'' || s[p-1] == '$') {
+	if p == 0 || !setBeforeLabel[s[p-1]] {
+		return hold // no quote, blank or operator before the label
+	}
+	if s[p-1] == '"' || s[p-1] == '\'' || s[p-1] == '$' {
 		p--
 	}
 	p = skipBlankBack(s, p)
+	if p == 0 || !setOpQuote[s[p-1]] {
+		return hold // no operator or closing quote
+	}
 	for k := 0; k < 3 && p > 0 && (s[p-1] == '=' || s[p-1] == ':' || s[p-1] == '>'); k++ {
 		p--
 	}
@@ -1054,6 +1089,12 @@ func beforeHold(s string, t *trail) int {
 	}
 	return hold
 }
+
+// setOpQuote are the operators and quotes between a value and its label.
+var setOpQuote = newSet("=:>\"'")
+
+// setBeforeLabel are the bytes beforeHold may find right before a label.
+var setBeforeLabel = newSet(" \t=:>\"'$")
 
 // trail is where the runs of bytes that beforeHold looks back over start
 // in a text that ends at the end of the stream's retained text.

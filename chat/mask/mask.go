@@ -2,6 +2,7 @@ package mask
 
 import (
 	"encoding/base64"
+	"math"
 	"net/url"
 	"slices"
 	"strings"
@@ -238,6 +239,13 @@ func (h *hit) asleep(s string, c *waitCache) bool {
 	if h.wait == nil || len(s) >= h.waitEnd {
 		return false
 	}
+	if h.wait == setNearWait {
+		if nearWakes(s, max(h.ke, h.seen-1), h.seen) {
+			return false
+		}
+		h.seen = len(s)
+		return true
+	}
 	k := 0
 	for k < c.n && (c.set[k] != h.wait || c.seen[k] != h.seen) {
 		k++
@@ -272,7 +280,8 @@ func (h *hit) shift(n int) {
 }
 
 // advance runs the prefilter over s[from:], starting in state st, and
-// appends the keyword occurrences it finds to hits.
+// appends the keyword occurrences it finds to hits, except those their
+// rule turns down at once (spec.rejects).
 func (m *Masker) advance(s string, from int, st uint32, hits []hit) (uint32, []hit) {
 	a := m.ac
 	for i := from; i < len(s); {
@@ -281,11 +290,41 @@ func (m *Masker) advance(s string, from int, st uint32, hits []hit) (uint32, []h
 		}
 		q := st / a.ncls
 		for _, ki := range a.outs[a.outStart[q]:a.outStart[q+1]] {
-			hits = append(hits, hit{ks: i - len(a.kws[ki].lit), ke: i, ki: ki})
+			kw := &a.kws[ki]
+			ks := i - len(kw.lit)
+			if sp := m.specs[kw.rule]; !sp.rejects(s, ks, i, kw.lit) {
+				hits = append(hits, newHit(s, ks, i, ki, sp))
+			}
 		}
 	}
 	return st, hits
 }
+
+// deferBytes is how far past its keyword a Stream lets the text grow
+// before it first decides the keyword's rule, unless a line ends first.
+const deferBytes = 64
+
+// newHit is the occurrence s[ks:ke] of keyword ki as a Stream first holds
+// it: not decided yet, and asleep (hit.asleep) until the line ends or the
+// text has grown deferBytes past it (a service name: until its window can
+// end), since a rule decided on the first bytes after its keyword is most
+// often decided again. Until then it holds the text from the earliest
+// position its span could start.
+func newHit(s string, ks, ke int, ki uint32, sp *spec) hit {
+	h := hit{ks: ks, ke: ke, ki: ki, lo: max(0, ks-sp.lookback), seen: ke, waitEnd: ke + deferBytes, wait: setNotNewline}
+	switch sp.kind {
+	case kOwn:
+		h.wait = nil // decided by its own bytes
+	case kAssign:
+		h.lo = min(h.lo, assignStart(s, ks))
+	case kNear:
+		h.wait, h.waitEnd = setNearWait, ke+nearWindow+1
+	}
+	return h
+}
+
+// setNotNewline is every byte but '\n'.
+var setNotNewline = notSet("\n")
 
 // evalHits runs the rules of the given keyword occurrences that start at or
 // after skip, as scan does in stream mode. The candidates of a decision
@@ -297,8 +336,8 @@ func (m *Masker) advance(s string, from int, st uint32, hits []hit) (uint32, []h
 // (hit.asleep) is not decided again. It returns the remaining
 // occurrences, done, and the limit: the smallest position at which a
 // provisional candidate could start.
-func (m *Masker) evalHits(s string, hits []hit, skip int, done []cand) (_ []hit, _ []cand, limit int) {
-	limit = len(s)
+func (m *Masker) evalHits(s string, hits []hit, skip int, done []cand) (_ []hit, _ []cand, w wake) {
+	w = noWake
 	var memo assignMemo
 	var wc waitCache
 	keep := hits[:0]
@@ -318,11 +357,54 @@ func (m *Masker) evalHits(s string, hits []hit, skip int, done []cand) (_ []hit,
 			done = done[:n]
 			h.lo = max(0, h.ks-max(sp.lookback, v.back))
 			h.wait, h.waitEnd, h.seen = v.wait, v.waitEnd, len(s)
+			if h.wait == nil {
+				// nothing in particular to wait for: decide again at the
+				// line's end or after deferBytes/2 more bytes
+				h.wait, h.waitEnd = setNotNewline, len(s)+deferBytes/2
+			}
 		}
 		keep = append(keep, h)
-		limit = min(limit, h.lo)
+		w.add(&h)
 	}
-	return keep, done, limit
+	return keep, done, w
+}
+
+// wake sums up the keyword occurrences a Stream holds, so that a Write
+// whose text cannot wake any of them need not look at each: limit is the
+// least position their spans could start at, end the least waitEnd, and
+// run whether one waits on a set other than setNotNewline and setNearWait
+// (then every Write looks).
+type wake struct {
+	limit, end int
+	run        bool
+	line       bool // one waits on setNotNewline (a '\n' wakes it)
+	near       bool // one waits on setNearWait (see nearWakes)
+	now        bool // one is to be decided on the next Write
+}
+
+// noWake sums up no occurrences.
+var noWake = wake{limit: math.MaxInt, end: math.MaxInt}
+
+func (w *wake) add(h *hit) {
+	w.limit = min(w.limit, h.lo)
+	switch h.wait {
+	case nil:
+		w.now = true
+	case setNotNewline:
+		w.line = true
+	case setNearWait:
+		w.near = true
+	default:
+		w.run = true
+	}
+	w.end = min(w.end, h.waitEnd)
+}
+
+// wakes reports whether s, which grew from position from on, may wake an
+// occurrence that w sums up.
+func (w *wake) wakes(s string, from int) bool {
+	return w.now || w.run || len(s) >= w.end || w.line && strings.IndexByte(s[from:], '\n') >= 0 ||
+		w.near && nearWakes(s, max(0, from-1), from)
 }
 
 // resolve picks the spans to replace: existing mask tokens are kept, any

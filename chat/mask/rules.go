@@ -554,6 +554,33 @@ func builtinRules() ([]*spec, []keyword) {
 	return specs, kws
 }
 
+// rejects reports a keyword occurrence s[ks:ke] of lit that sp's rule
+// turns down for the keyword's own bytes and the bytes before it alone: a
+// prefix in the wrong case, a token glued to the word before it, a
+// service's name inside a word, a number or a base64 run. Such a decision
+// reads nothing after the keyword, so a Stream drops the occurrence at
+// once instead of waiting to decide it.
+func (sp *spec) rejects(s string, ks, ke int, lit string) bool {
+	switch sp.kind {
+	case kToken:
+		return s[ks:ke] != lit && (sp.opts&optFoldPrefix == 0 || !equalFold(s[ks:ke], lit)) || sp.opts&optLeft != 0 && wordBefore(s, ks)
+	case kSK, kSlack, kJWTBase64, kCurl:
+		return s[ks:ke] != lit || wordBefore(s, ks)
+	case kJWT:
+		return s[ks:ke] != lit || wordBefore(s, ks) || ks > 0 && (s[ks-1] == '-' || s[ks-1] == '.')
+	case kAccountKey, kBearer, kBasic:
+		return wordBefore(s, ks)
+	case kNear:
+		if ks == 0 {
+			return false
+		}
+		// not inside a word, a number or a base64 run
+		c := s[ks-1]
+		return isLetter(c) && !(isLower(c) && isUpper(s[ks])) || isDigit(c) || c == '+' || c == '/' || c == '=' || c == ']'
+	}
+	return false
+}
+
 // spanLookbacks are the rules whose span may start before their keyword:
 // the byte class they look back over and how far.
 var spanLookbacks = []struct {
@@ -575,7 +602,7 @@ func lowVariety(b string) bool {
 
 func matchToken(v *view, ks, ke int, lit string, sp *spec) result {
 	s := v.s
-	if s[ks:ke] != lit && (sp.opts&optFoldPrefix == 0 || !equalFold(s[ks:ke], lit)) || sp.opts&optLeft != 0 && wordBefore(s, ks) {
+	if sp.rejects(s, ks, ke, lit) {
 		return noMatch
 	}
 	j := v.run(ke, sp.body, sp.max+1)
@@ -658,9 +685,9 @@ func matchOwn(v *view, ks, ke int, lit string, sp *spec) result {
 
 // matchSK: OpenAI (sk-, sk-proj-, sk-svcacct-, sk-admin-), Anthropic
 // (sk-ant-) and OpenRouter (sk-or-) keys.
-func matchSK(v *view, ks, ke int, _ string, _ *spec) result {
+func matchSK(v *view, ks, ke int, lit string, sp *spec) result {
 	s := v.s
-	if s[ks:ke] != "sk-" || wordBefore(s, ks) {
+	if sp.rejects(s, ks, ke, lit) {
 		return noMatch
 	}
 	j := v.run(ke, setB64URL, 301)
@@ -689,9 +716,9 @@ func matchSK(v *view, ks, ke int, _ string, _ *spec) result {
 }
 
 // matchSlack: xoxb-, xoxp-, xoxa-, xoxr-, xoxs-, xoxe- and xoxe.xoxp- tokens.
-func matchSlack(v *view, ks, ke int, _ string, _ *spec) result {
+func matchSlack(v *view, ks, ke int, lit string, sp *spec) result {
 	s := v.s
-	if s[ks:ke] != "xox" || wordBefore(s, ks) {
+	if sp.rejects(s, ks, ke, lit) {
 		return noMatch
 	}
 	t := v.at(ke)
@@ -786,9 +813,9 @@ func matchDiscordWebhook(v *view, ks, ke int, _ string, _ *spec) result {
 }
 
 // matchJWT: three (or five, JWE) base64url segments starting with "eyJ".
-func matchJWT(v *view, ks, ke int, _ string, _ *spec) result {
+func matchJWT(v *view, ks, ke int, lit string, sp *spec) result {
 	s := v.s
-	if s[ks:ke] != "eyJ" || wordBefore(s, ks) || ks > 0 && (s[ks-1] == '-' || s[ks-1] == '.') {
+	if sp.rejects(s, ks, ke, lit) {
 		return noMatch
 	}
 	i, segs, end := ks, 0, -1
@@ -975,9 +1002,9 @@ func matchSAS(v *view, ks, ke int, _ string, _ *spec) result {
 }
 
 // matchAccountKey masks AccountKey=... in Azure storage connection strings.
-func matchAccountKey(v *view, ks, ke int, _ string, _ *spec) result {
+func matchAccountKey(v *view, ks, ke int, lit string, sp *spec) result {
 	s := v.s
-	if wordBefore(s, ks) {
+	if sp.rejects(s, ks, ke, lit) {
 		return noMatch
 	}
 	j := v.run(ke, setB64, 201)
@@ -1155,9 +1182,9 @@ func onlyLetters(v string) bool {
 
 // matchBearer masks opaque bearer tokens anywhere ("Bearer X"); values that
 // look like words or placeholders are left alone.
-func matchBearer(v *view, ks, ke int, _ string, _ *spec) result {
+func matchBearer(v *view, ks, ke int, lit string, sp *spec) result {
 	s := v.s
-	if wordBefore(s, ks) || wordAt(v, ke) {
+	if sp.rejects(s, ks, ke, lit) || wordAt(v, ke) {
 		return noMatch
 	}
 	i := ke
@@ -1187,9 +1214,9 @@ func matchBearer(v *view, ks, ke int, _ string, _ *spec) result {
 }
 
 // matchBasic masks "Basic <base64 of user:password>".
-func matchBasic(v *view, ks, ke int, _ string, _ *spec) result {
+func matchBasic(v *view, ks, ke int, lit string, sp *spec) result {
 	s := v.s
-	if wordBefore(s, ks) || wordAt(v, ke) {
+	if sp.rejects(s, ks, ke, lit) || wordAt(v, ke) {
 		return noMatch
 	}
 	i := ke

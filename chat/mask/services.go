@@ -127,9 +127,9 @@ func serviceOf(key string, k *normKey) *serviceDef {
 
 // matchJWTBase64 masks a base64-encoded JWT ("ZXlK" is base64 of "eyJ"), as
 // found in Kubernetes secrets and CI variables.
-func matchJWTBase64(v *view, ks, ke int, _ string, _ *spec) result {
+func matchJWTBase64(v *view, ks, ke int, lit string, sp *spec) result {
 	s := v.s
-	if s[ks:ke] != "ZXlK" || wordBefore(s, ks) {
+	if sp.rejects(s, ks, ke, lit) {
 		return noMatch
 	}
 	j := v.run(ks, setB64Any, 8193)
@@ -167,9 +167,9 @@ func decodesToJWT(b string) bool {
 }
 
 // matchCurlUser masks the password of curl's -u/--user user:password.
-func matchCurlUser(v *view, ks, ke int, _ string, _ *spec) result {
+func matchCurlUser(v *view, ks, ke int, lit string, sp *spec) result {
 	s := v.s
-	if s[ks:ke] != "curl" || wordBefore(s, ks) || wordAt(v, ke) {
+	if sp.rejects(s, ks, ke, lit) || wordAt(v, ke) {
 		return noMatch
 	}
 	i := ke

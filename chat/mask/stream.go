@@ -1,6 +1,7 @@
 package mask
 
 import (
+	"math"
 	"slices"
 	"strings"
 )
@@ -27,14 +28,19 @@ type Stream struct {
 	// (their decision may depend on text still to come).
 	st   uint32
 	hits []hit
+	// wake sums up hits; a Write that cannot wake any of them does not
+	// look at them
+	wake wake
 	// where the runs that beforeHold looks back over start in buf
 	trail trail
 	// done are the candidates of keyword occurrences whose decision is
 	// final (it did not depend on text still to come); their occurrences
 	// are no longer in hits, so their rules do not run again.
 	done []cand
-	// scratch reused by every Write
-	cands []cand
+	// chosen is resolve of done, made again only when done changes
+	// (fresh is false); its array is reused by every resolve
+	chosen []cand
+	fresh  bool
 }
 
 // streamBlock is the size of a Stream's first text block; later blocks
@@ -55,7 +61,7 @@ const streamForget = 512
 // a trailing part that could still be the start of a secret; Flush returns
 // (masked) whatever is held back at the end.
 func (m *Masker) Stream() *Stream {
-	return &Stream{m: m}
+	return &Stream{m: m, wake: noWake}
 }
 
 // Write adds delta to the stream and returns the masked text that is now
@@ -72,28 +78,47 @@ func (s *Stream) Write(delta string) string {
 	from := len(s.buf)
 	s.append(delta)
 	buf := s.buf
+	n := len(s.hits)
 	s.st, s.hits = s.m.advance(buf, from, s.st, s.hits)
 	limit := len(buf)
 	if len(s.hits) > 0 {
-		s.hits, s.done, limit = s.m.evalHits(buf, s.hits, s.skip, s.done)
+		for i := n; i < len(s.hits); i++ {
+			s.wake.add(&s.hits[i])
+		}
+		if s.wake.wakes(buf, from) {
+			nd := len(s.done)
+			s.hits, s.done, s.wake = s.m.evalHits(buf, s.hits, s.skip, s.done)
+			if len(s.done) != nd {
+				s.fresh = false
+			}
+		}
+		limit = s.wake.limit
 	}
 	var chosen []cand
 	if len(s.done) > 0 {
-		// resolve reorders its argument; s.done stays as it is for cutPoint
-		s.cands = append(s.cands[:0], s.done...)
-		chosen = resolve(buf, s.cands)
+		if !s.fresh {
+			// resolve reorders its argument; s.done stays as it is for cutPoint
+			s.chosen = resolve(buf, append(s.chosen[:0], s.done...))
+			s.fresh = true
+		}
+		chosen = s.chosen
 	}
 	a := s.m.ac
 	f := max(s.out, frontier(buf, limit, int(a.depth[s.st/a.ncls]), chosen, &s.trail))
 	out := s.release(buf, f, chosen)
-	if c := cutPoint(f, s.done); c > s.skip {
-		s.skip = c
-		// keywords before the cut point are dealt with
-		if len(s.hits) > 0 {
-			s.hits = slices.DeleteFunc(s.hits, func(h hit) bool { return h.ks < c })
+	if len(s.hits) == 0 && len(s.done) == 0 {
+		// nothing in play: the text up to f is dealt with
+		s.skip = f
+		if c0 := f - streamContext; c0 >= streamForget {
+			s.forget(c0)
 		}
-		if len(s.done) > 0 {
+	} else if c := cutPoint(f, s.done); c > s.skip {
+		// Keywords before the cut point are dealt with. The occurrences in
+		// hits all start at or after it: the release never passes one.
+		s.skip = c
+		if slices.ContainsFunc(s.done, func(x cand) bool { return x.ks < c }) {
 			s.done = slices.DeleteFunc(s.done, func(x cand) bool { return x.ks < c })
+			s.fresh = false
 		}
 		if c0 := c - streamContext; c0 >= streamForget {
 			s.forget(c0)
@@ -125,6 +150,13 @@ func (s *Stream) forget(n int) {
 	for i := range s.done {
 		x := &s.done[i]
 		x.start, x.end, x.after, x.ks, x.ke = x.start-n, x.end-n, x.after-n, x.ks-n, x.ke-n
+	}
+	s.fresh = false
+	if s.wake.limit != math.MaxInt {
+		s.wake.limit -= n
+	}
+	if s.wake.end != math.MaxInt {
+		s.wake.end -= n
 	}
 	s.base += n
 	s.buf = s.buf[n:]
@@ -166,6 +198,7 @@ func (s *Stream) Flush() string {
 	}
 	buf, out, skip := s.buf, s.out, s.skip
 	s.blk, s.base, s.buf, s.out, s.skip, s.st, s.hits, s.done, s.trail = nil, 0, "", 0, 0, 0, s.hits[:0], s.done[:0], trail{}
+	s.wake, s.fresh = noWake, false
 	if out >= len(buf) {
 		return ""
 	}
@@ -184,7 +217,7 @@ func frontier(s string, limit, depth int, chosen []cand, t *trail) int {
 	base := len(s) - depth
 	f := min(limit, base, beforeHold(s, t))
 	for _, lb := range spanLookbacks {
-		if base-lb.n >= f {
+		if base-lb.n >= f || base == 0 || !lb.set[s[base-1]] {
 			continue // the run cannot lower f
 		}
 		k := 0
