@@ -91,6 +91,10 @@ func (s *Stream) Write(delta string) string {
 			if len(s.done) != nd {
 				s.fresh = false
 			}
+		} else if s.wake.limit <= s.out {
+			// A keyword that has not woken holds the text that is not
+			// released yet: nothing more can be released.
+			return ""
 		}
 		limit = s.wake.limit
 	}
