@@ -464,17 +464,22 @@ func matchNear(v *view, ks, ke int, sp *spec, out *[4]result) int {
 	d := &nearDefs[sp.near]
 	n := 0
 	for _, k := range toks[:nt] {
-		if tok := s[k.i:k.t]; d.fits(tok) && !isPlaceholder(tok) && !lowVariety(tok) {
-			for _, sh := range d.shapes {
-				if sh.matches(tok) {
+		tok := s[k.i:k.t]
+		if !d.fits(tok) {
+			continue
+		}
+		for _, sh := range d.shapes {
+			if sh.matches(tok) {
+				// the shape first: it is cheaper than the placeholder checks
+				if !isPlaceholder(tok) && !lowVariety(tok) {
 					out[n] = result{start: k.i, end: k.t, id: sp.id}
 					n++
-					break
 				}
-			}
-			if n == len(out) {
 				break
 			}
+		}
+		if n == len(out) {
+			break
 		}
 	}
 	return n

@@ -762,35 +762,14 @@ func isPlaceholder(v string) bool {
 // as 123456789 or abcdefghij.
 func fillerInside(v string) bool {
 	// "your_", "_here", "yourtoken", "example" are looked for (in values of
-	// 8 bytes or more) only at the underscores, y's and x's, in the same
-	// pass.
+	// 8 bytes or more) only at the underscores, y's and x's (fillerAt).
 	words := len(v) >= 8
-	xs, seq := 0, 1
+	seq := 1
 	var prev byte // the previous byte, folded
 	for i := 0; i < len(v); i++ {
 		c := lowerByte[v[i]]
-		if c == 'x' {
-			xs++
-			if xs >= 5 {
-				return true
-			}
-			if words && i >= 1 && hasPrefixFold(v[i-1:], "example") {
-				return true
-			}
-		} else {
-			xs = 0
-			if words {
-				switch c {
-				case '_':
-					if i >= 4 && equalFold(v[i-4:i], "your") || hasPrefixFold(v[i+1:], "here") {
-						return true
-					}
-				case 'y':
-					if hasPrefixFold(v[i:], "yourtoken") {
-						return true
-					}
-				}
-			}
+		if fillerMark[c] && fillerAt(v, i, c, words) {
+			return true
 		}
 		if c == prev+1 && i > 0 && setAlnum[c] {
 			seq++
@@ -801,6 +780,33 @@ func fillerInside(v string) bool {
 			seq = 1
 		}
 		prev = c
+	}
+	return false
+}
+
+// fillerMark are the folded bytes at which fillerAt looks.
+var fillerMark = newSet("x_y")
+
+// fillerAt reports placeholder text at v[i], whose folded byte c is an x
+// (the first of a run of five, or "example"), an underscore ("your_",
+// "_here") or a y ("yourtoken").
+func fillerAt(v string, i int, c byte, words bool) bool {
+	switch c {
+	case 'x':
+		if i == 0 || lowerByte[v[i-1]] != 'x' {
+			n := 1
+			for n < 5 && i+n < len(v) && lowerByte[v[i+n]] == 'x' {
+				n++
+			}
+			if n >= 5 {
+				return true
+			}
+		}
+		return words && i >= 1 && hasPrefixFold(v[i-1:], "example")
+	case '_':
+		return words && (i >= 4 && equalFold(v[i-4:i], "your") || hasPrefixFold(v[i+1:], "here"))
+	case 'y':
+		return words && hasPrefixFold(v[i:], "yourtoken")
 	}
 	return false
 }
