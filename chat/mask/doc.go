@@ -154,10 +154,19 @@
 //
 // [Masker.Stream] masks text that arrives in deltas. Each rule reports how
 // far past its keyword it had to look to decide; a decision that needed text
-// beyond what has arrived is provisional. Write releases the text up to the
-// frontier: the start of the earliest provisional candidate (for example a
-// token or a key = value pair that runs to the end of the input, or an open
-// PEM block), of a keyword that may be partly seen at the end, or of the few
+// beyond what has arrived is provisional. A keyword found in a delta is not
+// decided at once: most rules decided on the few bytes after their keyword
+// would only be decided again, so it waits until its line ends or the text
+// has grown 64 bytes past it (deferBytes; a service name waits for its
+// window, see below), holding the text from the earliest position its span
+// could start (its rule's lookback, or a value written before its label,
+// which assignStart finds in the text before the keyword). A keyword that
+// its rule turns down by its own bytes and the bytes before it alone (a
+// token glued to a word, a prefix in the wrong case: spec.rejects) is
+// dropped at once. Write releases the text up to the frontier: the start
+// of the earliest undecided or provisional candidate (for example a token
+// or a key = value pair that runs to the end of the input, or an open PEM
+// block), of a keyword that may be partly seen at the end, or of the few
 // bytes a future keyword could claim by looking back (a Telegram bot id),
 // and never inside a span. Everything before the frontier is final, so the
 // concatenation of all Write results and Flush equals String of the whole
@@ -174,9 +183,14 @@
 // can change it: when the first read past the end was a run of bytes (a
 // token body, a value, a key name; view.run records the run's byte set and
 // length limit), not while the text grows by bytes of that run alone; a
-// service name's window, not before a newline, a '[' or the end of the
-// window arrives. Skipping a decision can only delay a release, never
-// change what is masked. A delta is appended to a growing block without
+// service name's window, not before a blank line, a mask or nearWindow
+// bytes have arrived, and after them not before the value still arriving
+// ends; any other, at the line's end or 32 bytes later. Skipping a decision
+// can only delay a release, never change what is masked. The stream sums
+// up the keywords it holds (the least start their spans could have, the
+// first byte count and the kinds of bytes that can wake one), so that a
+// Write whose delta wakes none of them does not look at each, and returns
+// at once when one of them holds everything not yet released. A delta is appended to a growing block without
 // copying the retained text, and text released with nothing masked in it is
 // returned as a substring of that block (a block holds a few kB). The
 // check for a value that a label could still follow (beforeHold) reads
