@@ -22,7 +22,11 @@ type Replies interface {
 type OutboxConfig struct {
 	// Interval is how often due webhook questions are looked for. Default 1s.
 	Interval time.Duration
-	Logger   *slog.Logger
+	// Wake, if set, starts a pass at once whenever it receives (a turn
+	// settled in this process, whose answer is then posted without
+	// waiting for the interval). Wake-ups during a pass make one more.
+	Wake   <-chan struct{}
+	Logger *slog.Logger
 }
 
 // Outbox asks the webhook questions that could not be asked at once and
@@ -61,6 +65,7 @@ func (o *Outbox) loop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-o.cfg.Wake:
 		}
 		// A full pass may leave more due: go on at once.
 		for {
@@ -72,6 +77,29 @@ func (o *Outbox) loop(ctx context.Context) {
 				break
 			}
 		}
+	}
+}
+
+// Waker returns a channel for OutboxConfig.Wake and a chat.Observer that
+// wakes it (without blocking) whenever a turn settles, besides telling
+// next, if set.
+func Waker(next chat.Observer) (<-chan struct{}, chat.Observer) {
+	w := waker{next: next, ch: make(chan struct{}, 1)}
+	return w.ch, w
+}
+
+type waker struct {
+	next chat.Observer
+	ch   chan struct{}
+}
+
+func (w waker) TurnSettled(s chat.TurnStats) {
+	if w.next != nil {
+		w.next.TurnSettled(s)
+	}
+	select {
+	case w.ch <- struct{}{}:
+	default: // a pass is due already
 	}
 }
 

@@ -75,6 +75,8 @@ type daemon struct {
 	server     *worker.Server
 	reconciler *worker.Reconciler
 	outbox     *worker.Outbox
+	// outboxWake wakes the outbox when a turn settles here.
+	outboxWake <-chan struct{}
 	runner     string
 	// lock is the data directory's lock file (lockDataDir), if taken.
 	lock *os.File

@@ -139,10 +139,13 @@ func (d *daemon) newDomain(cfg Config, r role, o options, base *mask.Masker, bac
 	if err != nil {
 		return nil, err
 	}
+	// A turn settled here wakes this process's outbox to post its answer.
+	var observer chat.Observer
+	d.outboxWake, observer = worker.Waker(worker.NewMetrics(d.registry, d.queue))
 	parts := domainParts{
 		store: d.store, queue: d.queue, pinger: d.queue, hosts: d.hosts,
 		publisher: d.events, follower: d.events,
-		observer: worker.NewMetrics(d.registry, d.queue), sealer: sealer, log: d.log,
+		observer: observer, sealer: sealer, log: d.log,
 		// Masked: the configured secrets, the App key and the stored keys.
 		masker: chat.NewMasker(base, d.store, sealer, d.log, nil),
 		// Agent CLI sessions travel in the database, sealed.
@@ -239,7 +242,7 @@ func (d *daemon) startWorker(ctx context.Context, cfg Config, o options) (err er
 	if !d.forges.enabled(cfg) {
 		return nil
 	}
-	if d.outbox, err = worker.NewOutbox(d.domain.webhooks, worker.OutboxConfig{Interval: o.outboxInterval, Logger: d.log}); err != nil {
+	if d.outbox, err = worker.NewOutbox(d.domain.webhooks, worker.OutboxConfig{Interval: o.outboxInterval, Wake: d.outboxWake, Logger: d.log}); err != nil {
 		return err
 	}
 	return d.outbox.Start(run)
