@@ -45,3 +45,36 @@ func TestRegisterForgeProject(t *testing.T) {
 	}
 	f.do("GET", "/api/v1/repos/acme/other", nil, http.StatusNotFound, nil)
 }
+
+// TestForgeProjectNamesStayApart: a forge project is no other
+// repository's name, and a name no other repository's forge project (a
+// webhook would not know which is meant); a forge project that is the
+// repository's own name is no forge project.
+func TestForgeProjectNamesStayApart(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.do("POST", "/api/v1/repos", map[string]any{"name": "platform/widget", "clone_path": f.repo.Dir, "forge_project": "acme/platform/widget"}, http.StatusCreated, nil)
+	f.do("POST", "/api/v1/repos", map[string]any{"name": "acme/two", "clone_path": f.repo.Dir, "forge_project": "gl/two"}, http.StatusCreated, nil)
+	for _, c := range []struct {
+		body map[string]any
+		msg  string
+	}{
+		{map[string]any{"name": "gl/two", "clone_path": f.repo.Dir}, "gl/two is the forge project of the registered repository acme/two"},
+		{map[string]any{"name": "acme/other", "clone_path": f.repo.Dir, "forge_project": repoName}, "is the name of another registered repository"},
+		{map[string]any{"name": "acme/other", "clone_path": f.repo.Dir, "forge_project": "platform/widget"}, "is the name of another registered repository"},
+	} {
+		r := f.c.send(t, "POST", "/api/v1/repos", c.body)
+		if r.status != http.StatusConflict || !strings.Contains(string(r.body), c.msg) {
+			t.Errorf("%v = %d %s, want 409: %s", c.body, r.status, r.body, c.msg)
+		}
+	}
+	f.do("GET", "/api/v1/repos/acme/other", nil, http.StatusNotFound, nil)
+	f.do("GET", "/api/v1/repos/gl/two", nil, http.StatusNotFound, nil)
+	var same struct {
+		ForgeProject *string `json:"forge_project"`
+	}
+	f.do("POST", "/api/v1/repos", map[string]any{"name": "acme/same", "clone_path": f.repo.Dir, "forge_project": "acme/same"}, http.StatusCreated, &same)
+	if same.ForgeProject != nil {
+		t.Errorf("forge_project = %q, want none: it is the repository's name", *same.ForgeProject)
+	}
+}

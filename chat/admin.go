@@ -133,7 +133,8 @@ func allBackends(extra []string) []string {
 }
 
 // RegisterRepository registers a repository, or updates the clone path and
-// URL of one with the same name. It reports whether it was new.
+// URL and the forge project of one with the same name. It reports whether
+// it was new.
 func (a *Admin) RegisterRepository(ctx context.Context, r Repository) (Repository, bool, error) {
 	if err := CheckRepoName(r.Name); err != nil {
 		return Repository{}, false, err
@@ -155,6 +156,9 @@ func (a *Admin) RegisterRepository(ctx context.Context, r Repository) (Repositor
 		return Repository{}, false, Errorf(CodeForbidden, "only a token for every repository registers repositories or changes where one is cloned from")
 	}
 	if err := a.checkRegistration(ctx, &r); err != nil {
+		return Repository{}, false, err
+	}
+	if err := a.checkForgeProject(ctx, r); err != nil {
 		return Repository{}, false, err
 	}
 	created, err := a.store.UpsertRepository(ctx, &r)

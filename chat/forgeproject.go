@@ -44,3 +44,26 @@ func (s *Webhooks) forgeRepository(ctx context.Context, c *Comment) error {
 	}
 	return nil
 }
+
+// checkForgeProject keeps the names webhooks match on apart: a forge
+// project is no other repository's name, and a name no other repository's
+// forge project (webhooks match forge projects first).
+func (a *Admin) checkForgeProject(ctx context.Context, r Repository) error {
+	if r.ForgeProject != "" {
+		other, err := a.catalog.store.Repository(ctx, r.ForgeProject)
+		switch {
+		case err == nil && other.Name != r.Name:
+			return Errorf(CodeConflict, "forge project %s is the name of another registered repository", r.ForgeProject)
+		case err != nil && ErrorCode(err) != CodeRepositoryNotFound:
+			return err
+		}
+	}
+	other, err := a.catalog.store.RepositoryByForgeProject(ctx, r.Name)
+	switch {
+	case err == nil && other.Name != r.Name:
+		return Errorf(CodeConflict, "%s is the forge project of the registered repository %s", r.Name, other.Name)
+	case err != nil && ErrorCode(err) != CodeRepositoryNotFound:
+		return err
+	}
+	return nil
+}
