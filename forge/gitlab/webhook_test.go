@@ -147,10 +147,7 @@ func TestWebhookReadFixtures(t *testing.T) {
 		want       chat.Comment
 	}{
 		{"a timeline note", "note_merge_request.json", nil, comment(2201, "Why does Load fail?", timelineID)},
-		{"a reply to a timeline note", "note_merge_request.json", func(e map[string]any) {
-			a := obj(e, "object_attributes")
-			a["id"], a["type"], a["note"] = 2203, "DiscussionNote", "/ask And then?"
-		}, comment(2203, "And then?", timelineID)},
+		{"a reply to a timeline note", "note_merge_request_reply.json", nil, comment(2203, "And then?", timelineID)},
 		{"added lines", diff, nil, comment(2202, "Why this check?", diffID, chat.Anchor{Path: "settings/settings.go", StartLine: 8, EndLine: 12})},
 		{"a kept line", diff, setPosition(map[string]any{"old_line": 3, "new_line": 7, "line_range": nil}),
 			comment(2202, "Why this check?", diffID, chat.Anchor{Path: "settings/settings.go", StartLine: 7, EndLine: 7})},
