@@ -27,7 +27,14 @@ type automaton struct {
 	depth    []uint16 // depth[q]: length of the longest keyword prefix that is a suffix of the input read so far
 	kws      []keyword
 	maxLen   int
+	// st/ncls is (st>>shift)*inv (mod 2^32): st is a multiple of ncls,
+	// and a multiplication is much cheaper than a division
+	shift, inv uint32
 }
+
+// index returns the state index q of the pre-multiplied state st
+// (st/ncls).
+func (a *automaton) index(st uint32) uint32 { return (st >> a.shift) * a.inv }
 
 // next runs the automaton over s from position i in state st up to the
 // first byte that ends a keyword. It returns the position after that byte
@@ -183,6 +190,23 @@ func newAutomaton(kws []keyword) *automaton {
 		a.outs = append(a.outs, outsets[q]...)
 	}
 	a.outStart[states] = uint32(len(a.outs))
+	// ncls = odd << shift; inv is odd's inverse modulo 2^32 (Newton's
+	// iteration doubles the correct low bits each step)
+	odd := n
+	for odd%2 == 0 {
+		odd /= 2
+		a.shift++
+	}
+	inv := odd
+	for range 5 {
+		inv *= 2 - odd*inv
+	}
+	a.inv = inv
+	for q := uint32(0); q < uint32(states); q++ {
+		if a.index(q*n) != q {
+			panic("mask: automaton state index")
+		}
+	}
 	return a
 }
 

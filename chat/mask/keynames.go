@@ -70,7 +70,7 @@ func (ks *keyNameSet) find(key []byte) uint64 {
 		if st < a.outBase {
 			continue
 		}
-		q := st / a.ncls
+		q := a.index(st)
 		for _, ki := range a.outs[a.outStart[q]:a.outStart[q+1]] {
 			found |= 1 << uint(a.kws[ki].rule)
 		}

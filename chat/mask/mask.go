@@ -161,7 +161,7 @@ func (m *Masker) scan(s string, stream bool, skip int, cands []cand) (_ []cand, 
 		if i, st = a.next(s, i, st); st < a.outBase {
 			continue // the end of s
 		}
-		q := st / a.ncls
+		q := a.index(st)
 		for _, ki := range a.outs[a.outStart[q]:a.outStart[q+1]] {
 			kw := &a.kws[ki]
 			sp := m.specs[kw.rule]
@@ -180,7 +180,7 @@ func (m *Masker) scan(s string, stream bool, skip int, cands []cand) (_ []cand, 
 		}
 	}
 	if stream {
-		depth = int(a.depth[st/a.ncls])
+		depth = int(a.depth[a.index(st)])
 	}
 	return cands, limit, depth
 }
@@ -288,7 +288,7 @@ func (m *Masker) advance(s string, from int, st uint32, hits []hit) (uint32, []h
 		if i, st = a.next(s, i, st); st < a.outBase {
 			continue // the end of s
 		}
-		q := st / a.ncls
+		q := a.index(st)
 		for _, ki := range a.outs[a.outStart[q]:a.outStart[q+1]] {
 			kw := &a.kws[ki]
 			ks := i - len(kw.lit)

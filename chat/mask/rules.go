@@ -591,6 +591,19 @@ var spanLookbacks = []struct {
 	{setAzure, 4},  // azure client secret
 }
 
+// maxSpanLookback is the longest of spanLookbacks, setSpanLookback the
+// bytes of any of them.
+var maxSpanLookback, setSpanLookback = func() (int, *byteSet) {
+	n, set := 0, new(byteSet)
+	for _, lb := range spanLookbacks {
+		n = max(n, lb.n)
+		for c, in := range lb.set {
+			set[c] = set[c] || in
+		}
+	}
+	return n, set
+}()
+
 // lowVariety reports a body made of very few distinct bytes (xxxx, 0000,
 // abababab): a placeholder, not a key.
 func lowVariety(b string) bool {

@@ -108,7 +108,7 @@ func (s *Stream) Write(delta string) string {
 		chosen = s.chosen
 	}
 	a := s.m.ac
-	f := max(s.out, frontier(buf, limit, int(a.depth[s.st/a.ncls]), chosen, &s.trail))
+	f := max(s.out, frontier(buf, limit, int(a.depth[a.index(s.st)]), chosen, &s.trail))
 	out := s.release(buf, f, chosen)
 	if len(s.hits) == 0 && len(s.done) == 0 {
 		// nothing in play: the text up to f is dealt with
@@ -220,15 +220,17 @@ func frontier(s string, limit, depth int, chosen []cand, t *trail) int {
 	// may also start a few bytes before it.
 	base := len(s) - depth
 	f := min(limit, base, beforeHold(s, t))
-	for _, lb := range spanLookbacks {
-		if base-lb.n >= f || base == 0 || !lb.set[s[base-1]] {
-			continue // the run cannot lower f
+	if base == 0 || base-maxSpanLookback >= f || !setSpanLookback[s[base-1]] {
+		// no run before base can lower f
+	} else {
+		for i := range spanLookbacks {
+			lb := &spanLookbacks[i]
+			k := 0
+			for k < lb.n && base-k > 0 && lb.set[s[base-k-1]] {
+				k++
+			}
+			f = min(f, base-k)
 		}
-		k := 0
-		for k < lb.n && base-k > 0 && lb.set[s[base-k-1]] {
-			k++
-		}
-		f = min(f, base-k)
 	}
 	// Never cut inside a chosen span.
 	for _, c := range chosen {
