@@ -225,7 +225,10 @@ func frontier(s string, limit, depth int, chosen []cand, t *trail) int {
 	} else {
 		for i := range spanLookbacks {
 			lb := &spanLookbacks[i]
-			k := 0
+			if !lb.set[s[base-1]] {
+				continue
+			}
+			k := 1
 			for k < lb.n && base-k > 0 && lb.set[s[base-k-1]] {
 				k++
 			}
