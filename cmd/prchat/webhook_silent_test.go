@@ -11,9 +11,11 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/prchat/prchat/agentsession/scripted"
 	"github.com/prchat/prchat/chat"
 	"github.com/prchat/prchat/chat/chattest"
 	"github.com/prchat/prchat/forge/github/githubtest"
+	"github.com/prchat/prchat/forge/gitlab/gitlabtest"
 )
 
 // trace returns the trace id of the question of comment id: the id its
@@ -299,5 +301,66 @@ func TestWebhookOneReviewAcrossProcesses(t *testing.T) {
 	g.settle()
 	if n := len(withMarker(g.gh.IssueComments("acme/widget", 32))); n != asks {
 		t.Errorf("%d replies, want %d", n, asks)
+	}
+}
+
+// TestGitLabWebhookNeverSilent: GitLab's declined questions get their reply
+// in the note's discussion: a project prchat does not know once per merge
+// request, a bare /ask each time.
+func TestGitLabWebhookNeverSilent(t *testing.T) {
+	t.Parallel()
+	for _, m := range modes(t) {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			fake := gitlabtest.New(t)
+			e := prepare(t, m, func(c *Config) {
+				c.GitLabSecret = testGitLabSecret
+				c.GitLabToken = fake.Token
+				c.GitLabAPIURL = fake.APIURL()
+			})
+			e.scripted.Fallback = func(chat.RunRequest) scripted.Step { return scripted.Step{Answer: goodAnswer("Answered.")} }
+			e.serve(roleOf("serve"))
+			note := func(repo string, iid int, discussion, text string) receipt {
+				t.Helper()
+				id := 2_000_000 + commentIDs.Add(1)
+				fake.AddDiscussion(repo, iid, discussion, gitlabtest.Note{ID: id, Body: text})
+				body := glNotePayload(t, glPayload{Repo: repo, IID: iid, NoteID: id, Discussion: discussion, Body: text})
+				code, r := deliverGitLab(t, e.url, uuid.NewString(), body, testGitLabSecret)
+				if code != http.StatusOK {
+					t.Fatalf("%s!%d %q: %d %+v", repo, iid, text, code, r)
+				}
+				return r
+			}
+			if r := note("acme/other", 5, "d1", "/ask Why?"); r.Status != "declined" || !strings.Contains(r.Reason, "prchat does not know the repository acme/other") {
+				t.Errorf("first note of an unknown project: %+v", r)
+			}
+			if r := note("acme/other", 5, "d2", "/ask And this?"); r.Status != "ignored" || !strings.Contains(r.Reason, "said once in this pull request") {
+				t.Errorf("second note: %+v", r)
+			}
+			if r := note("acme/widget", 7, "d3", "/ask"); r.Status != "declined" {
+				t.Errorf("a bare /ask: %+v", r)
+			}
+			// Nothing is left to do (so nothing is posted again).
+			var due int64
+			if err := e.d.store.DB().Table("webhook_comments").Where("state <> ?", chat.CommentFailed).Count(&due).Error; err != nil || due != 0 {
+				t.Errorf("%d questions not done (%v)", due, err)
+			}
+			for _, c := range []struct {
+				repo       string
+				iid        int
+				discussion string
+				replies    int
+				says       string
+			}{
+				{"acme/other", 5, "d1", 1, "prchat could not answer this question: prchat does not know the repository acme/other"},
+				{"acme/other", 5, "d2", 0, ""},
+				{"acme/widget", 7, "d3", 1, "prchat could not answer this question: there is no question after /ask"},
+			} {
+				got := withGitLabMarker(fake.Notes(c.repo, c.iid, c.discussion))
+				if len(got) != c.replies || (c.replies == 1 && !strings.Contains(got[0].Body, c.says)) {
+					t.Errorf("%s!%d %s: replies %+v, want %d saying %q", c.repo, c.iid, c.discussion, got, c.replies, c.says)
+				}
+			}
+		})
 	}
 }
