@@ -364,3 +364,26 @@ func TestGitLabWebhookNeverSilent(t *testing.T) {
 		})
 	}
 }
+
+// TestWebhookAutoRegisterRefused: a repository that cannot be registered
+// from its event (its clone URL leads to a private address) is said so
+// once per pull request, and nothing is registered.
+func TestWebhookAutoRegisterRefused(t *testing.T) {
+	t.Parallel()
+	m := modes(t)[0]
+	g := setupGitHub(t, m, func(c *Config, _ *githubtest.Server) { c.GitHubAutoRegister = true })
+	for i := range 2 {
+		body := payload(t, "issue_comment.json", ghPayload{Repo: "acme/inside", PR: 3, CommentID: 1_000_000 + commentIDs.Add(1),
+			Body: "/ask Why?", CloneURL: "https://127.0.0.1/acme/inside.git"})
+		code, r := deliver(t, g.url, "issue_comment", uuid.NewString(), body, testWebhookSecret)
+		want := map[int]string{0: "declined", 1: "ignored"}[i]
+		if code != http.StatusOK || r.Status != want || !strings.Contains(r.Reason, "prchat could not register the repository acme/inside from the event") {
+			t.Errorf("ask %d: %d %+v, want %s", i, code, r, want)
+		}
+	}
+	replies := withMarker(g.gh.IssueComments("acme/inside", 3))
+	if len(replies) != 1 || !strings.Contains(replies[0].Body, "prchat could not answer this question: prchat could not register the repository acme/inside") {
+		t.Errorf("replies: %+v", replies)
+	}
+	g.do("GET", "/api/v1/repos/acme/inside", nil, http.StatusNotFound, nil)
+}
