@@ -387,3 +387,27 @@ func TestWebhookAutoRegisterRefused(t *testing.T) {
 	}
 	g.do("GET", "/api/v1/repos/acme/inside", nil, http.StatusNotFound, nil)
 }
+
+// TestWebhookConversationDeleted: a question whose conversation is deleted
+// before its answer is posted gets one reply saying so.
+func TestWebhookConversationDeleted(t *testing.T) {
+	t.Parallel()
+	m := modes(t)[0]
+	g := setupGitHub(t, m, nil)
+	t.Cleanup(func() { close(g.hold) })
+	g.reviewPR(7)
+	id := 1_000_000 + commentIDs.Add(1)
+	body := payload(t, "issue_comment.json", ghPayload{PR: 7, CommentID: id, Body: "/ask hold on, why?"})
+	code, r := deliver(t, g.url, "issue_comment", uuid.NewString(), body, testWebhookSecret)
+	if code != http.StatusAccepted || r.Turn != 1 {
+		t.Fatalf("ask: %d %+v", code, r)
+	}
+	g.waitTurnState(r.ConversationID, 1, "running")
+	g.do("DELETE", "/api/v1/conversations/"+r.ConversationID, nil, http.StatusNoContent, nil)
+	chattest.Eventually(t, "the question done", func() bool { return g.commentState(chat.ForgeGitHub, id) == chat.CommentFailed })
+	g.settle()
+	replies := withMarker(g.gh.IssueComments("acme/widget", 7))
+	if len(replies) != 1 || !strings.Contains(replies[0].Body, "prchat could not answer this question: its conversation was deleted before it was answered. (trace "+g.trace(id)+")") {
+		t.Errorf("replies: %+v", replies)
+	}
+}
