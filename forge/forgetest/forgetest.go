@@ -72,6 +72,41 @@ type Core struct {
 	mu       sync.Mutex
 	calls    []Call
 	failures []*failure
+	hold     chan struct{} // non-nil: posts wait for it after storing
+}
+
+// HoldPosts makes every post store what it posts and then wait, without
+// answering, until ReleasePosts or the client gives up: a client that
+// stops meanwhile has posted without knowing it. A fake's post handlers
+// call Held once they have stored the post.
+func (c *Core) HoldPosts() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hold = make(chan struct{})
+}
+
+// ReleasePosts lets held posts answer, and posts answer at once again.
+func (c *Core) ReleasePosts() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hold != nil {
+		close(c.hold)
+		c.hold = nil
+	}
+}
+
+// Held waits while posts are held (HoldPosts), or until r is given up.
+func (c *Core) Held(r *http.Request) {
+	c.mu.Lock()
+	h := c.hold
+	c.mu.Unlock()
+	if h == nil {
+		return
+	}
+	select {
+	case <-h:
+	case <-r.Context().Done():
+	}
 }
 
 // Fail makes the next n requests whose method is method and whose path

@@ -89,7 +89,6 @@ type Server struct {
 	installs  map[string]int64 // repo -> installation
 	nextID    int64
 	perms     map[string]string // repo/login -> permission
-	hold      chan struct{}     // non-nil: posts wait for it after storing
 	gitCalls  []Call
 }
 
@@ -126,39 +125,6 @@ func New(t *testing.T) *Server {
 // PrivateKeyPEM returns the App's private key as PEM, for a key file.
 func (s *Server) PrivateKeyPEM() []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(s.Key)})
-}
-
-// HoldPosts makes every comment post store its comment and then wait,
-// without answering, until ReleasePosts or the client gives up: a client
-// that stops then has posted without knowing it.
-func (s *Server) HoldPosts() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.hold = make(chan struct{})
-}
-
-// ReleasePosts lets held posts answer, and posts answer at once again.
-func (s *Server) ReleasePosts() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.hold != nil {
-		close(s.hold)
-		s.hold = nil
-	}
-}
-
-// held waits while posts are held.
-func (s *Server) held(r *http.Request) {
-	s.mu.Lock()
-	h := s.hold
-	s.mu.Unlock()
-	if h == nil {
-		return
-	}
-	select {
-	case <-h:
-	case <-r.Context().Done():
-	}
 }
 
 // ServeGit serves the bare repositories under root over git's smart HTTP
@@ -443,7 +409,7 @@ func (s *Server) createIssueComment(w http.ResponseWriter, r *http.Request) {
 	k := fmt.Sprintf("%s#%d", repoOf(r), n)
 	s.issue[k] = append(s.issue[k], c)
 	s.mu.Unlock()
-	s.held(r)
+	s.Held(r)
 	forgetest.WriteJSON(w, http.StatusCreated, c)
 }
 
@@ -474,7 +440,7 @@ func (s *Server) reply(w http.ResponseWriter, r *http.Request) {
 	c := Comment{ID: s.nextID, Body: body, InReplyTo: root, User: s.poster(r)}
 	s.review[k] = append(s.review[k], c)
 	s.mu.Unlock()
-	s.held(r)
+	s.Held(r)
 	forgetest.WriteJSON(w, http.StatusCreated, c)
 }
 

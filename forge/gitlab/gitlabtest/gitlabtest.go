@@ -61,7 +61,6 @@ type Server struct {
 	discussions map[string]map[string][]Note // project!iid -> discussion -> notes
 	awards      []Award
 	gitCalls    []Call
-	hold        chan struct{} // non-nil: posts wait for it after storing
 	nextID      int64
 	access      map[string]int // project/user id -> access level
 }
@@ -262,39 +261,6 @@ func (s *Server) addNote(w http.ResponseWriter, r *http.Request) {
 	n := Note{ID: s.nextID, Body: in.Body, Author: User{ID: 1, Username: s.Username}}
 	s.discussions[k][d] = append(s.discussions[k][d], n)
 	s.mu.Unlock()
-	s.held(r)
+	s.Held(r)
 	forgetest.WriteJSON(w, http.StatusCreated, n)
-}
-
-// HoldPosts makes every note post store its note and then wait, without
-// answering, until ReleasePosts or the client gives up: a client that
-// stops meanwhile never learns that its note was stored.
-func (s *Server) HoldPosts() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.hold = make(chan struct{})
-}
-
-// ReleasePosts lets held posts answer, and posts answer at once again.
-func (s *Server) ReleasePosts() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.hold != nil {
-		close(s.hold)
-		s.hold = nil
-	}
-}
-
-// held waits while posts are held.
-func (s *Server) held(r *http.Request) {
-	s.mu.Lock()
-	h := s.hold
-	s.mu.Unlock()
-	if h == nil {
-		return
-	}
-	select {
-	case <-h:
-	case <-r.Context().Done():
-	}
 }
