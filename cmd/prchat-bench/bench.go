@@ -292,8 +292,10 @@ type bencher struct {
 	schemas     []string
 	// daemonURL is the daemons' URL through PgBouncer (--pgbouncer-url),
 	// as the role of roles the bench made for it; "" without.
-	daemonURL  string
-	roles      []string
+	daemonURL string
+	roles     []string
+	// daemonApp is the application_name of the daemons' connections.
+	daemonApp  string
 	rdb        redis.UniversalClient // the given Redis; nil embedded
 	flushRedis bool
 	hosts      *worker.Hosts
@@ -411,6 +413,7 @@ func (b *bencher) makeSchemas(ctx context.Context) error {
 	var r [6]byte
 	_, _ = rand.Read(r[:])
 	base := "prchat_bench_" + hex.EncodeToString(r[:])
+	b.daemonApp = base
 	admin, err := openPostgres(b.cfg.DatabaseURL)
 	if err != nil {
 		return err

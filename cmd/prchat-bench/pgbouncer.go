@@ -78,5 +78,20 @@ func (b *bencher) dropBouncerRoles(ctx context.Context, admin *sql.DB) {
 }
 
 // daemonDatabaseURL is the PRCHAT_DATABASE_URL of the daemons under test:
-// through PgBouncer when the bench was given one.
-func (b *bencher) daemonDatabaseURL() string { return cmp.Or(b.daemonURL, b.databaseURL) }
+// through PgBouncer when the bench was given one, their connections named
+// by the application_name of the bench's own (b.daemonApp), so that the
+// bench tells their backends from other clients' ("" on SQLite).
+func (b *bencher) daemonDatabaseURL() string {
+	raw := cmp.Or(b.daemonURL, b.databaseURL)
+	if raw == "" || b.daemonApp == "" {
+		return raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	q := u.Query()
+	q.Set("application_name", b.daemonApp)
+	u.RawQuery = q.Encode()
+	return u.String()
+}

@@ -29,8 +29,13 @@ type usage struct {
 	// commandstats), the calls a script makes included.
 	redisCalls map[string]int64
 	pgCPU      time.Duration // the Postgres server: the postmaster and its children
-	pgXacts    int64         // transactions of the bench's database (pg_stat_database)
-	pgStmts    int64         // statements run in it (pg_stat_statements)
+	// pgBackends is the CPU the backends of the daemons' connections
+	// have used (their application_name is the bench's): the server's
+	// share of the daemons' work without the other databases', where
+	// other clients share the server.
+	pgBackends time.Duration
+	pgXacts    int64 // transactions of the bench's database (pg_stat_database)
+	pgStmts    int64 // statements run in it (pg_stat_statements)
 	// own is how many statements the bench had run on the daemons'
 	// database (bencher.ownQueries) when the sample began.
 	own int64
@@ -56,7 +61,7 @@ type perfState struct {
 
 // sample reads the usage now.
 func (b *bencher) sample(ctx context.Context) usage {
-	u := usage{busy: -1, all: -1, bench: -1, redisCPU: -1, pgCPU: -1, pgXacts: -1, pgStmts: -1, own: b.ownQueries.Load()}
+	u := usage{busy: -1, all: -1, bench: -1, redisCPU: -1, pgCPU: -1, pgBackends: -1, pgXacts: -1, pgStmts: -1, own: b.ownQueries.Load()}
 	u.busy, u.all = machineCPU()
 	if c, err := processCPU(os.Getpid()); err == nil {
 		u.bench = c
@@ -77,6 +82,7 @@ func (b *bencher) sample(ctx context.Context) usage {
 			if c, err := processTreeCPU(b.perf.postmaster); err == nil {
 				u.pgCPU = c
 			}
+			u.pgBackends = b.daemonBackendsCPU(ctx)
 		}
 		var xacts int64
 		b.ownQueries.Add(1)
@@ -93,6 +99,31 @@ func (b *bencher) sample(ctx context.Context) usage {
 		}
 	}
 	return u
+}
+
+// daemonBackendsCPU returns the CPU time the live Postgres backends of the
+// daemons' connections have used, or -1 when it cannot be read.
+func (b *bencher) daemonBackendsCPU(ctx context.Context) time.Duration {
+	b.ownQueries.Add(1)
+	rows, err := b.pg.QueryContext(ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1`, b.daemonApp)
+	if err != nil {
+		return -1
+	}
+	defer rows.Close()
+	var sum time.Duration
+	for rows.Next() {
+		var pid int
+		if err := rows.Scan(&pid); err != nil {
+			return -1
+		}
+		if c, err := processCPUFine(pid); err == nil {
+			sum += c
+		}
+	}
+	if rows.Err() != nil {
+		return -1
+	}
+	return sum
 }
 
 // findPostmaster returns the process id of the Postgres server the bench's
@@ -240,6 +271,9 @@ func (b *bencher) addUsage(section, unit string, from, until usage, turns int64,
 	}
 	if b.cfg.DatabaseURL != "" {
 		pg = perTurn(from.pgCPU, until.pgCPU, turns)
+		if from.pgBackends >= 0 && until.pgBackends >= 0 {
+			pg += " (its daemons' backends " + perTurn(from.pgBackends, until.pgBackends, turns) + ")"
+		}
 		if b.perf.postmaster < 0 {
 			pg = "n/a (" + b.perf.postmasterWhy + ")"
 		}
