@@ -96,12 +96,12 @@ func setup(t *testing.T, change ...func(*options)) *fixture {
 	}
 	t.Cleanup(func() { _ = rdb.Close() })
 	f.rdb = rdb
-	queue, err := worker.NewQueue(rdb, worker.QueueConfig{})
+	events := worker.NewEvents(rdb, worker.EventsConfig{})
+	t.Cleanup(events.Stop)
+	queue, err := worker.NewQueue(rdb, worker.QueueConfig{Feeds: events})
 	if err != nil {
 		t.Fatal(err)
 	}
-	events := worker.NewEvents(rdb, worker.EventsConfig{})
-	t.Cleanup(events.Stop)
 	ws, err := agentsession.NewWorkspaces(agentsession.Config{DataDir: f.dataDir})
 	if err != nil {
 		t.Fatal(err)

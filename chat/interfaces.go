@@ -66,7 +66,10 @@ type TurnStats struct {
 type Queue interface {
 	// Enqueue puts a job for the turn on host's queue ("" = the shared queue).
 	// The job's id is the turn id; a job that already exists is not an error.
-	Enqueue(ctx context.Context, turnID, host string) error
+	// The feed events, if any, go to their repositories' feeds before the
+	// job is put, in a round trip the queue makes anyway (a new turn's
+	// "queued": no worker's "running" can come before it).
+	Enqueue(ctx context.Context, turnID, host string, feed ...FeedEvent) error
 	// Cancel stops the turn's job: a running handler's context is cancelled,
 	// a waiting or archived job is removed.
 	Cancel(ctx context.Context, turnID string) error

@@ -27,12 +27,3 @@ func (n notifier) feedEvent(repo string, pr int, t Turn, state State, reason Rea
 	return FeedEvent{Type: "turn", Repository: repo, PR: pr, ConversationID: t.ConversationID, Turn: t.Number, State: state, Reason: reason, At: n.now()}
 }
 
-// feed publishes a turn's state change to its repository's feed.
-func (n notifier) feed(ctx context.Context, repo string, pr int, t Turn, state State, reason Reason) {
-	if n.publisher == nil {
-		return
-	}
-	if err := n.publisher.PublishFeed(ctx, repo, n.feedEvent(repo, pr, t, state, reason)); err != nil {
-		n.log.WarnContext(ctx, "publish feed event", slog.String("turn", t.ID), slog.Any("err", err))
-	}
-}

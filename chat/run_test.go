@@ -20,13 +20,15 @@ type fakeQueue struct {
 	mu       sync.Mutex
 	enqueued []string
 	hosts    []string // the host queue of each enqueued turn ("" = shared)
+	feed     []chat.FeedEvent
 }
 
-func (q *fakeQueue) Enqueue(_ context.Context, turnID, host string) error {
+func (q *fakeQueue) Enqueue(_ context.Context, turnID, host string, feed ...chat.FeedEvent) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.enqueued = append(q.enqueued, turnID)
 	q.hosts = append(q.hosts, host)
+	q.feed = append(q.feed, feed...)
 	return nil
 }
 func (q *fakeQueue) Cancel(context.Context, string) error { return nil }

@@ -76,12 +76,12 @@ func setupWait(t *testing.T, follow bool) *waitFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rdb.Close() })
-	queue, err := worker.NewQueue(rdb, worker.QueueConfig{})
+	events := worker.NewEvents(rdb, worker.EventsConfig{})
+	t.Cleanup(events.Stop)
+	queue, err := worker.NewQueue(rdb, worker.QueueConfig{Feeds: events})
 	if err != nil {
 		t.Fatal(err)
 	}
-	events := worker.NewEvents(rdb, worker.EventsConfig{})
-	t.Cleanup(events.Stop)
 	f := &waitFixture{store: &countingStore{Store: storetest.New(t)}, follower: &hookedFollower{Follower: events}, rdb: rdb}
 	ws, err := agentsession.NewWorkspaces(agentsession.Config{DataDir: t.TempDir()})
 	if err != nil {

@@ -214,8 +214,11 @@ func (s *Turns) begin(ctx context.Context, c Conversation, rev *Review, a Ask, t
 			return Conversation{}, Turn{}, err
 		}
 	}
-	s.enqueue(ctx, t)
-	s.notify.feed(ctx, c.Repository, c.PR, t, StateQueued, "")
+	var feed []FeedEvent
+	if s.notify.publisher != nil {
+		feed = append(feed, s.notify.feedEvent(c.Repository, c.PR, t, StateQueued, ""))
+	}
+	s.enqueue(ctx, t, feed...)
 	return c, t, nil
 }
 
@@ -257,8 +260,9 @@ func (s *Turns) route(ctx context.Context, backend, host string) string {
 	return host
 }
 
-func (s *Turns) enqueue(ctx context.Context, t Turn) {
-	if err := s.queue.Enqueue(ctx, t.ID, t.Queue); err != nil {
+// enqueue enqueues a new turn's job with its feed events.
+func (s *Turns) enqueue(ctx context.Context, t Turn, feed ...FeedEvent) {
+	if err := s.queue.Enqueue(ctx, t.ID, t.Queue, feed...); err != nil {
 		// The turn is stored as queued: the reconciler enqueues it later.
 		s.log.WarnContext(ctx, "enqueue turn; the reconciler will retry",
 			slog.String("turn", t.ID), slog.String("queue", t.Queue), slog.Any("err", err))

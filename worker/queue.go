@@ -86,6 +86,10 @@ type QueueConfig struct {
 	// again before asynq archives it (the Reconciler then settles its turn
 	// as failed).
 	Policy chat.TurnPolicy
+	// Feeds, if set, carries the feed events an Enqueue is given: they go
+	// to their repositories' feeds in the pipeline that registers the
+	// job's queue, before the job is put. Without it they are dropped.
+	Feeds *Events
 	// Logger receives what the queue does. Default: discard.
 	Logger *slog.Logger
 }
@@ -139,8 +143,8 @@ func NewQueue(rdb redis.UniversalClient, cfg QueueConfig) (*Queue, error) {
 // Enqueue puts the turn's job on host's queue ("" = the shared queue). A job
 // with the turn's id that is already in that queue (waiting, running or
 // archived) is left as it is and is not an error.
-func (q *Queue) Enqueue(ctx context.Context, turnID, host string) error {
-	_, err := q.enqueue(ctx, turnID, turnID, HostQueue(host))
+func (q *Queue) Enqueue(ctx context.Context, turnID, host string, feed ...chat.FeedEvent) error {
+	_, err := q.enqueue(ctx, turnID, turnID, HostQueue(host), feed...)
 	return err
 }
 
@@ -176,7 +180,7 @@ func (q *Queue) HandOn(ctx context.Context, turnID string) error {
 	return err
 }
 
-func (q *Queue) enqueue(ctx context.Context, turnID, taskID, queue string) (bool, error) {
+func (q *Queue) enqueue(ctx context.Context, turnID, taskID, queue string, feed ...chat.FeedEvent) (bool, error) {
 	if turnID == "" {
 		return false, errors.New("enqueue turn: empty turn id")
 	}
@@ -187,7 +191,16 @@ func (q *Queue) enqueue(ctx context.Context, turnID, taskID, queue string) (bool
 	// A queue that has jobs waiting has no worker waiting for a wake-up
 	// (one that just took a job looks again within the poll interval), so
 	// only a job that finds its queue empty is announced: under load, none.
+	// The feed events ride along: one round trip for both, and the turn's
+	// news is out before any worker can take its job.
 	pipe := q.rdb.Pipeline()
+	if q.cfg.Feeds != nil {
+		for _, fe := range feed {
+			if err := q.cfg.Feeds.addFeed(ctx, pipe, fe); err != nil {
+				return false, fmt.Errorf("enqueue turn %s on %s: %w", turnID, queue, err)
+			}
+		}
+	}
 	pipe.SAdd(ctx, asynqQueuesKey, queue)
 	waiting := pipe.LLen(ctx, asynqKey(queue, "pending"))
 	if _, err := pipe.Exec(ctx); err != nil {

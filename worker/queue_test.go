@@ -12,7 +12,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hibiken/asynq"
+	"github.com/prchat/prchat/chat"
 	"github.com/prchat/prchat/chat/chattest"
+	"github.com/prchat/prchat/worker/workertest"
 )
 
 func TestEnqueueRunsTurn(t *testing.T) {
@@ -35,6 +37,45 @@ func TestEnqueueRunsTurn(t *testing.T) {
 	}
 	// A completed job is not kept.
 	chattest.Eventually(t, "completed job deleted", func() bool { return len(e.tasks(t, "turn-1")) == 0 })
+}
+
+// TestEnqueueCarriesFeedEvents: the feed events an Enqueue is given are in
+// their repository's feed by the time the job is queued (they go first, in
+// the pipeline that registers the queue).
+func TestEnqueueCarriesFeedEvents(t *testing.T) {
+	t.Parallel()
+	rdb, err := NewRedisClient(workertest.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	ev := NewEvents(rdb, EventsConfig{})
+	t.Cleanup(ev.Stop)
+	q, err := NewQueue(rdb, QueueConfig{Feeds: ev, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	feed, err := ev.FollowFeed(t.Context(), "acme/a", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued := chat.FeedEvent{Type: "turn", Repository: "acme/a", PR: 7, ConversationID: "c1", Turn: 1, State: chat.StateQueued}
+	if err := q.Enqueue(t.Context(), "turn-feed", "", queued); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := rdb.XRange(t.Context(), feedKey("acme/a"), "-", "+").Result()
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("feed entries when the job was queued: %v (%v), want 1", entries, err)
+	}
+	got := receive(t, "the feed follower", feed, 1)[0]
+	got.ID = ""
+	if diff := cmp.Diff(queued, got); diff != "" {
+		t.Errorf("feed event (-want +got):\n%s", diff)
+	}
+	n, err := rdb.LLen(t.Context(), asynqKey(HostQueue(""), "pending")).Result()
+	if err != nil || n != 1 {
+		t.Errorf("pending jobs = %d (%v), want 1", n, err)
+	}
 }
 
 func TestEnqueueTwiceRunsOnce(t *testing.T) {

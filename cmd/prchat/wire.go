@@ -48,11 +48,11 @@ func (d *daemon) openCore(ctx context.Context, cfg Config, r role, o options) (e
 	// One policy of a turn's life for every part. The embedded Redis lives
 	// in this process: no other worker can take a turn.
 	d.policy = chat.TurnPolicy{TurnTimeout: cfg.TurnTimeout, SoleWorker: d.embedded != nil}
-	if d.queue, err = worker.NewQueue(d.rdb, worker.QueueConfig{Policy: d.policy, Logger: d.log}); err != nil {
+	d.events = worker.NewEvents(d.rdb, worker.EventsConfig{Logger: d.log})
+	if d.queue, err = worker.NewQueue(d.rdb, worker.QueueConfig{Policy: d.policy, Feeds: d.events, Logger: d.log}); err != nil {
 		return err
 	}
 	d.hosts = worker.NewHosts(d.rdb, worker.HostsConfig{TTL: o.heartbeatTTL})
-	d.events = worker.NewEvents(d.rdb, worker.EventsConfig{Logger: d.log})
 	d.registry = prometheus.NewRegistry()
 	d.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if d.forges, err = newForges(cfg, o.forgeTimeout, d.log); err != nil {
