@@ -26,4 +26,3 @@ func (n notifier) publish(ctx context.Context, turnID string, evs []Event, feed 
 func (n notifier) feedEvent(repo string, pr int, t Turn, state State, reason Reason) FeedEvent {
 	return FeedEvent{Type: "turn", Repository: repo, PR: pr, ConversationID: t.ConversationID, Turn: t.Number, State: state, Reason: reason, At: n.now()}
 }
-

@@ -875,6 +875,15 @@ func (s *Webhooks) deliverRefusal(ctx context.Context, wc *WebhookComment) {
 // postRefusal posts RefusalBody to wc unless an earlier attempt did.
 func (s *Webhooks) postRefusal(ctx context.Context, f Forge, wc *WebhookComment) error {
 	marker := ReplyMarker(wc.TurnID)
+	return s.postOnce(ctx, f, wc, marker, func() (string, error) {
+		return RefusalBody(wc.Refusal, wc.ID, marker), nil
+	})
+}
+
+// postOnce posts the reply that body writes to wc's thread, once: after an
+// attempt that may have posted it (PostTried), it looks for a reply
+// carrying marker first, and posts nothing when there is one.
+func (s *Webhooks) postOnce(ctx context.Context, f Forge, wc *WebhookComment, marker string, body func() (string, error)) error {
 	if wc.PostTried {
 		id, err := f.FindReply(ctx, wc.ref(), marker)
 		if err != nil {
@@ -885,13 +894,17 @@ func (s *Webhooks) postRefusal(ctx context.Context, f Forge, wc *WebhookComment)
 			return nil
 		}
 	}
+	text, err := body()
+	if err != nil {
+		return err
+	}
 	// Recorded before posting: a process that stops after posting leaves
 	// the next attempt to look for the reply first.
 	wc.PostTried = true
 	if err := s.comments.UpdateComment(ctx, wc); err != nil {
 		return fmt.Errorf("record a post attempt: %w", err)
 	}
-	id, err := f.PostReply(ctx, wc.ref(), RefusalBody(wc.Refusal, wc.ID, marker))
+	id, err := f.PostReply(ctx, wc.ref(), text)
 	if err != nil {
 		return err
 	}
@@ -990,45 +1003,24 @@ func (s *Webhooks) deliverComment(ctx context.Context, wc *WebhookComment) {
 // turn's marker is there already (an earlier attempt posted it and then
 // failed to record that).
 func (s *Webhooks) postReply(ctx context.Context, f Forge, wc *WebhookComment, t Turn) error {
-	marker := ReplyMarker(t.ID)
-	if wc.PostTried {
-		id, err := f.FindReply(ctx, wc.ref(), marker)
+	return s.postOnce(ctx, f, wc, ReplyMarker(t.ID), func() (string, error) {
+		c, err := s.store.ConversationHead(ctx, t.ConversationID)
 		if err != nil {
-			return fmt.Errorf("look for an earlier reply: %w", err)
+			return "", fmt.Errorf("conversation of turn %s: %w", t.ID, err)
 		}
-		if id != "" {
-			wc.ReplyID = id
-			return nil
+		rev, err := s.catalog.reviewByID(ctx, c.ReviewID)
+		if err != nil {
+			return "", fmt.Errorf("review of turn %s: %w", t.ID, err)
 		}
-	}
-	c, err := s.store.ConversationHead(ctx, t.ConversationID)
-	if err != nil {
-		return fmt.Errorf("conversation of turn %s: %w", t.ID, err)
-	}
-	rev, err := s.catalog.reviewByID(ctx, c.ReviewID)
-	if err != nil {
-		return fmt.Errorf("review of turn %s: %w", t.ID, err)
-	}
-	// Recorded before posting: a process that stops after posting leaves
-	// the next attempt to look for the reply first.
-	wc.PostTried = true
-	if err := s.comments.UpdateComment(ctx, wc); err != nil {
-		return fmt.Errorf("record a post attempt: %w", err)
-	}
-	truncated := false
-	if evs, err := s.store.Events(ctx, t.ID, 0); err == nil {
-		for _, e := range evs {
-			if e.Type == EventNote && e.Text == NoteCutShort {
-				truncated = true
+		truncated := false
+		if evs, err := s.store.Events(ctx, t.ID, 0); err == nil {
+			for _, e := range evs {
+				if e.Type == EventNote && e.Text == NoteCutShort {
+					truncated = true
+				}
 			}
 		}
-	}
-	body := ReplyBody(ReplyInput{Turn: t, HTMLURL: wc.HTMLURL, HeadSHA: rev.HeadSHA, Truncated: truncated, Forge: f,
-		Unreviewed: rev.Backend == "" && rev.SessionID == ""})
-	id, err := f.PostReply(ctx, wc.ref(), body)
-	if err != nil {
-		return err
-	}
-	wc.ReplyID = id
-	return nil
+		return ReplyBody(ReplyInput{Turn: t, HTMLURL: wc.HTMLURL, HeadSHA: rev.HeadSHA, Truncated: truncated, Forge: f,
+			Unreviewed: rev.Backend == "" && rev.SessionID == ""}), nil
+	})
 }
