@@ -9,9 +9,12 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/cgi"
 	"net/http/httptest"
+	"os/exec"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -73,6 +76,45 @@ type Core struct {
 	calls    []Call
 	failures []*failure
 	hold     chan struct{} // non-nil: posts wait for it after storing
+	gitCalls []Call
+}
+
+// GitAuth is a fake's check of a git request: "" lets it through, else
+// the realm and message of its 401.
+type GitAuth func(r *http.Request) (realm, refusal string)
+
+// ServeGit serves the bare repositories under root over git's smart HTTP
+// protocol (git http-backend) to the requests auth lets through, and
+// records each request (GitCalls). It returns the server's base URL.
+func (c *Core) ServeGit(t *testing.T, root string, auth GitAuth) string {
+	t.Helper()
+	git, err := exec.LookPath("git")
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend := &cgi.Handler{Path: git, Args: []string{"http-backend"}, Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		call := Call{Method: r.Method, Path: r.URL.Path, Auth: r.Header.Get("Authorization"), Status: http.StatusOK}
+		if realm, refusal := auth(r); refusal != "" {
+			call.Status = http.StatusUnauthorized
+			w.Header().Set("WWW-Authenticate", `Basic realm="`+realm+`"`)
+			http.Error(w, refusal, http.StatusUnauthorized)
+		} else {
+			backend.ServeHTTP(w, r)
+		}
+		c.mu.Lock()
+		c.gitCalls = append(c.gitCalls, call)
+		c.mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// GitCalls returns the requests the git server received.
+func (c *Core) GitCalls() []Call {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]Call(nil), c.gitCalls...)
 }
 
 // HoldPosts makes every post store what it posts and then wait, without

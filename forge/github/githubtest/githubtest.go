@@ -16,9 +16,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"net/http"
-	"net/http/cgi"
 	"net/http/httptest"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,7 +87,6 @@ type Server struct {
 	installs  map[string]int64 // repo -> installation
 	nextID    int64
 	perms     map[string]string // repo/login -> permission
-	gitCalls  []Call
 }
 
 // New starts a fake GitHub API, closed when the test ends.
@@ -135,13 +132,7 @@ func (s *Server) PrivateKeyPEM() []byte {
 // base/owner/name.git.
 func (s *Server) ServeGit(t *testing.T, root string) string {
 	t.Helper()
-	git, err := exec.LookPath("git")
-	if err != nil {
-		t.Fatal(err)
-	}
-	backend := &cgi.Handler{Path: git, Args: []string{"http-backend"}, Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c := Call{Method: r.Method, Path: r.URL.Path, Auth: r.Header.Get("Authorization"), Status: http.StatusOK}
+	return s.Core.ServeGit(t, root, func(r *http.Request) (string, string) {
 		parts := strings.SplitN(strings.TrimPrefix(r.URL.Path, "/"), "/", 3)
 		repo := ""
 		if len(parts) >= 2 {
@@ -153,25 +144,10 @@ func (s *Server) ServeGit(t *testing.T, root string) string {
 		inst := s.installs[repo]
 		s.mu.Unlock()
 		if !ok || user != "x-access-token" || !known || time.Now().After(tok.expires) || tok.installation != inst {
-			c.Status = http.StatusUnauthorized
-			w.Header().Set("WWW-Authenticate", `Basic realm="GitHub"`)
-			http.Error(w, "Invalid username or token.", http.StatusUnauthorized)
-		} else {
-			backend.ServeHTTP(w, r)
+			return "GitHub", "Invalid username or token."
 		}
-		s.mu.Lock()
-		s.gitCalls = append(s.gitCalls, c)
-		s.mu.Unlock()
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
-
-// GitCalls returns the requests the git server received.
-func (s *Server) GitCalls() []Call {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Call(nil), s.gitCalls...)
+		return "", ""
+	})
 }
 
 // AddPull makes a pull request the fake knows.

@@ -10,10 +10,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/cgi"
 	"net/http/httptest"
 	"net/url"
-	"os/exec"
 	"strconv"
 	"sync"
 	"testing"
@@ -60,7 +58,6 @@ type Server struct {
 	mrs         map[string][2]string         // project!iid -> head, base
 	discussions map[string]map[string][]Note // project!iid -> discussion -> notes
 	awards      []Award
-	gitCalls    []Call
 	nextID      int64
 	access      map[string]int // project/user id -> access level
 }
@@ -150,33 +147,12 @@ func (s *Server) member(w http.ResponseWriter, r *http.Request) {
 // base/<path with namespace>.git, nested groups included.
 func (s *Server) ServeGit(t *testing.T, root string) string {
 	t.Helper()
-	git, err := exec.LookPath("git")
-	if err != nil {
-		t.Fatal(err)
-	}
-	backend := &cgi.Handler{Path: git, Args: []string{"http-backend"}, Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c := Call{Method: r.Method, Path: r.URL.Path, Auth: r.Header.Get("Authorization"), Status: http.StatusOK}
+	return s.Core.ServeGit(t, root, func(r *http.Request) (string, string) {
 		if user, pass, ok := r.BasicAuth(); !ok || user != "oauth2" || pass != s.Token {
-			c.Status = http.StatusUnauthorized
-			w.Header().Set("WWW-Authenticate", `Basic realm="GitLab"`)
-			http.Error(w, "HTTP Basic: Access denied.", http.StatusUnauthorized)
-		} else {
-			backend.ServeHTTP(w, r)
+			return "GitLab", "HTTP Basic: Access denied."
 		}
-		s.mu.Lock()
-		s.gitCalls = append(s.gitCalls, c)
-		s.mu.Unlock()
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
-
-// GitCalls returns the requests the git server received.
-func (s *Server) GitCalls() []Call {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Call(nil), s.gitCalls...)
+		return "", ""
+	})
 }
 
 // Awards returns the emoji awarded.
