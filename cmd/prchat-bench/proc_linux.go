@@ -25,11 +25,7 @@ func processRSS(pid int) (int64, error) {
 
 // processCPU returns the CPU time (user + system) process pid has used.
 func processCPU(pid int) (time.Duration, error) {
-	p, err := procfs.NewProc(pid)
-	if err != nil {
-		return 0, fmt.Errorf("read CPU time of process %d: %w", pid, err)
-	}
-	st, err := p.Stat()
+	st, err := procStat(pid)
 	if err != nil {
 		return 0, fmt.Errorf("read CPU time of process %d: %w", pid, err)
 	}
@@ -74,6 +70,15 @@ func machineCPU() (busy, all time.Duration) {
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// procStat reads /proc/pid/stat.
+func procStat(pid int) (procfs.ProcStat, error) {
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		return procfs.ProcStat{}, err
+	}
+	return p.Stat()
+}
 
 // postmasterOf returns the postmaster of the Postgres backend process pid:
 // its parent, if both are postgres processes of this machine.
@@ -210,11 +215,7 @@ func childTrees(parent int, exe string) ([]processTree, error) {
 // waitedCPU returns the CPU time of the children process pid has waited
 // for (cutime + cstime): an agent CLI's whole run once it ended.
 func waitedCPU(pid int) (time.Duration, error) {
-	p, err := procfs.NewProc(pid)
-	if err != nil {
-		return 0, fmt.Errorf("read CPU time of process %d: %w", pid, err)
-	}
-	st, err := p.Stat()
+	st, err := procStat(pid)
 	if err != nil {
 		return 0, fmt.Errorf("read CPU time of process %d: %w", pid, err)
 	}
