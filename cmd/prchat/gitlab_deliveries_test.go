@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/prchat/prchat/agentsession/scripted"
@@ -26,17 +25,8 @@ func TestGitLabDeliveries(t *testing.T) {
 	for _, m := range modes(t) {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
-			fake := gitlabtest.New(t)
-			e := prepare(t, m, func(c *Config) {
-				c.GitLabSecret = testGitLabSecret
-				c.GitLabToken = fake.Token
-				c.GitLabAPIURL = fake.APIURL()
-			})
-			e.opts.outboxInterval = 20 * time.Millisecond
-			e.opts.commentPoll = 20 * time.Millisecond
-			e.opts.commentBackoff = 50 * time.Millisecond
-			e.opts.commentLease = chattest.Within(5 * time.Second)
-			e.opts.forgeTimeout = 3 * time.Second
+			g := prepareGitLab(t, m, nil)
+			e, fake := g.env, g.gl
 			hold := make(chan struct{})
 			e.scripted.Fallback = func(req chat.RunRequest) scripted.Step {
 				switch {

@@ -24,6 +24,15 @@ type glEnv struct {
 // with a scripted agent that answers every question.
 func setupGitLab(t *testing.T, m mode, change func(*Config)) *glEnv {
 	t.Helper()
+	e := prepareGitLab(t, m, change)
+	e.serve(roleOf("serve"))
+	return e
+}
+
+// prepareGitLab is setupGitLab up to booting the daemon, for a test that
+// scripts its agent first.
+func prepareGitLab(t *testing.T, m mode, change func(*Config)) *glEnv {
+	t.Helper()
 	fake := gitlabtest.New(t)
 	e := prepare(t, m, func(c *Config) {
 		c.GitLabSecret = testGitLabSecret
@@ -43,7 +52,6 @@ func setupGitLab(t *testing.T, m mode, change func(*Config)) *glEnv {
 	e.scripted.Fallback = func(chat.RunRequest) scripted.Step {
 		return scripted.Step{Answer: goodAnswer("Load returns errEmptyPath.")}
 	}
-	e.serve(roleOf("serve"))
 	return &glEnv{env: e, gl: fake}
 }
 
