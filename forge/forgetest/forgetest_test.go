@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/prchat/prchat/chat/chattest"
 	"github.com/prchat/prchat/forge/forgetest"
 )
 
@@ -88,10 +89,7 @@ func TestCoreLoseAfter(t *testing.T) {
 			}
 			// The lost call is recorded when the fake notices the client
 			// gone, which may be after the next call.
-			deadline := time.Now().Add(20 * time.Second)
-			for len(core.CallsTo("POST", "/notes")) < 2 && time.Now().Before(deadline) {
-				time.Sleep(10 * time.Millisecond)
-			}
+			chattest.Eventually(t, "the fake to record both posts", func() bool { return len(core.CallsTo("POST", "/notes")) >= 2 })
 			answered := 0
 			calls := core.CallsTo("POST", "/notes")
 			for _, c := range calls {
