@@ -1113,19 +1113,20 @@ type trail struct {
 // position from on.
 func (t *trail) grow(s string, from int) {
 	// setIdent is a subset of setBeforeValue: one walk back finds both
-	i := len(s)
-	for i > from && setIdent[s[i-1]] {
+	d := s[from:]
+	i := len(d)
+	for i > 0 && setIdent[d[i-1]] {
 		i--
 	}
-	if i == from {
+	if i == 0 {
 		return // both runs go on
 	}
-	t.ident = i
-	for i > from && setBeforeValue[s[i-1]] {
+	t.ident = from + i
+	for i > 0 && setBeforeValue[d[i-1]] {
 		i--
 	}
-	if i > from {
-		t.value = i
+	if i > 0 {
+		t.value = from + i
 	}
 }
 

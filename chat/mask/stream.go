@@ -12,12 +12,12 @@ import (
 // concurrent use; use one per stream.
 type Stream struct {
 	m *Masker
-	// The retained text is buf = blk.String()[base:]. blk only ever grows:
-	// a delta is appended without copying what is retained, and the text
-	// released unmasked is returned as a substring of it, without a copy.
-	// Forgetting text moves base; once blk holds more forgotten than
-	// retained text, the retained text moves to a new block.
-	blk  *strings.Builder
+	// The retained text is buf = blk.String()[base:]. blk only ever grows
+	// within its capacity: a delta is appended without copying what is
+	// retained, and the text released unmasked is returned as a substring
+	// of it, without a copy. Forgetting text moves base; a delta that does
+	// not fit moves the retained text to a new block.
+	blk  strings.Builder
 	base int
 	buf  string // retained text: context, released text not yet forgotten, pending text
 	skip int    // keywords starting before buf[skip:] have been dealt with
@@ -43,9 +43,9 @@ type Stream struct {
 	fresh  bool
 }
 
-// streamBlock is the size of a Stream's first text block; later blocks
-// are at least twice the retained text.
-const streamBlock = 4096
+// streamBlock is the least size of a Stream's text block; a block is at
+// least twice the retained text and the delta that did not fit.
+const streamBlock = 8192
 
 // streamContext is how much text before the cut point a Stream keeps: more
 // than any rule looks back from its keyword (a key name, a URL scheme, the
@@ -80,6 +80,9 @@ func (s *Stream) Write(delta string) string {
 	buf := s.buf
 	n := len(s.hits)
 	s.st, s.hits = s.m.advance(buf, from, s.st, s.hits)
+	if len(s.hits) == 0 && len(s.done) == 0 {
+		return s.releaseQuiet(buf)
+	}
 	limit := len(buf)
 	if len(s.hits) > 0 {
 		for i := n; i < len(s.hits); i++ {
@@ -131,11 +134,28 @@ func (s *Stream) Write(delta string) string {
 	return out
 }
 
+// releaseQuiet is Write's end when no keyword is in play: the text up
+// to the frontier is released unmasked and dealt with.
+func (s *Stream) releaseQuiet(buf string) string {
+	a := s.m.ac
+	f := max(s.out, frontier(buf, len(buf), int(a.depth[a.index(s.st)]), nil, &s.trail))
+	out := buf[s.out:f]
+	s.out, s.skip = f, f
+	if c0 := f - streamContext; c0 >= streamForget {
+		s.forget(c0)
+	}
+	return out
+}
+
 // append adds delta to the retained text.
 func (s *Stream) append(delta string) {
-	if s.blk == nil {
-		s.blk = new(strings.Builder)
-		s.blk.Grow(max(streamBlock, 2*len(delta)))
+	if s.blk.Cap()-s.blk.Len() < len(delta) {
+		// The retained text moves to a new block; the old one stays with
+		// the text released from it.
+		s.blk = strings.Builder{}
+		s.blk.Grow(max(streamBlock, 2*(len(s.buf)+len(delta))))
+		s.blk.WriteString(s.buf)
+		s.base = 0
 	}
 	s.blk.WriteString(delta)
 	from := len(s.buf)
@@ -165,12 +185,6 @@ func (s *Stream) forget(n int) {
 	s.base += n
 	s.buf = s.buf[n:]
 	s.trail.shift(n)
-	if s.base > len(s.buf) && s.base >= streamBlock/2 {
-		b := new(strings.Builder)
-		b.Grow(max(streamBlock, 2*len(s.buf)))
-		b.WriteString(s.buf)
-		s.blk, s.base, s.buf = b, 0, b.String()
-	}
 }
 
 // release returns buf[s.out:f] masked and marks it released: a
@@ -201,7 +215,8 @@ func (s *Stream) Flush() string {
 		return ""
 	}
 	buf, out, skip := s.buf, s.out, s.skip
-	s.blk, s.base, s.buf, s.out, s.skip, s.st, s.hits, s.done, s.trail = nil, 0, "", 0, 0, 0, s.hits[:0], s.done[:0], trail{}
+	s.blk = strings.Builder{}
+	s.base, s.buf, s.out, s.skip, s.st, s.hits, s.done, s.trail = 0, "", 0, 0, 0, s.hits[:0], s.done[:0], trail{}
 	s.wake, s.fresh = noWake, false
 	if out >= len(buf) {
 		return ""
