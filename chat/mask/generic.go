@@ -1113,22 +1113,27 @@ type trail struct {
 // position from on.
 func (t *trail) grow(s string, from int) {
 	// setIdent is a subset of setBeforeValue: one walk back finds both
+	ident, value := &trailIdent, &trailValue
 	d := s[from:]
 	i := len(d)
-	for i > 0 && setIdent[d[i-1]] {
+	for i > 0 && ident[d[i-1]] {
 		i--
 	}
 	if i == 0 {
 		return // both runs go on
 	}
 	t.ident = from + i
-	for i > 0 && setBeforeValue[d[i-1]] {
+	for i > 0 && value[d[i-1]] {
 		i--
 	}
 	if i > 0 {
 		t.value = from + i
 	}
 }
+
+// trailIdent and trailValue are setIdent and setBeforeValue as arrays of
+// their own, which trail.grow's loops read without loading a pointer.
+var trailIdent, trailValue = *setIdent, *setBeforeValue
 
 // shift moves t's positions n bytes to the left (the text lost n bytes at
 // its start).

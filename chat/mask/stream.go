@@ -78,9 +78,19 @@ func (s *Stream) Write(delta string) string {
 	from := len(s.buf)
 	s.append(delta)
 	buf := s.buf
+	a := s.m.ac
+	quiet := len(s.hits) == 0 && len(s.done) == 0
+	if quiet {
+		// Most deltas end no keyword: then the prefilter's pass is all
+		// there is to do before the release.
+		if _, st := a.next(buf, from, s.st); st < a.outBase {
+			s.st = st
+			return s.releaseQuiet(buf)
+		}
+	}
 	n := len(s.hits)
 	s.st, s.hits = s.m.advance(buf, from, s.st, s.hits)
-	if len(s.hits) == 0 && len(s.done) == 0 {
+	if quiet && len(s.hits) == 0 {
 		return s.releaseQuiet(buf)
 	}
 	limit := len(buf)
@@ -110,7 +120,6 @@ func (s *Stream) Write(delta string) string {
 		}
 		chosen = s.chosen
 	}
-	a := s.m.ac
 	f := max(s.out, frontier(buf, limit, int(a.depth[a.index(s.st)]), chosen, &s.trail))
 	out := s.release(buf, f, chosen)
 	if len(s.hits) == 0 && len(s.done) == 0 {
