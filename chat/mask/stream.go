@@ -147,7 +147,7 @@ func (s *Stream) Write(delta string) string {
 // to the frontier is released unmasked and dealt with.
 func (s *Stream) releaseQuiet(buf string) string {
 	a := s.m.ac
-	f := max(s.out, frontier(buf, len(buf), int(a.depth[a.index(s.st)]), nil, &s.trail))
+	f := max(s.out, openEnd(buf, len(buf)-int(a.depth[a.index(s.st)]), &s.trail))
 	out := buf[s.out:f]
 	s.out, s.skip = f, f
 	if c0 := f - streamContext; c0 >= streamForget {
@@ -240,30 +240,35 @@ func (s *Stream) Flush() string {
 // frontier is the end of the text that is final: no span can start before
 // it or change once more text arrives.
 func frontier(s string, limit, depth int, chosen []cand, t *trail) int {
-	// A keyword may be partly seen at the end; the span of a future keyword
-	// may also start a few bytes before it.
-	base := len(s) - depth
-	f := min(limit, base, beforeHold(s, t))
-	if base == 0 || base-maxSpanLookback >= f || !setSpanLookback[s[base-1]] {
-		// no run before base can lower f
-	} else {
-		for i := range spanLookbacks {
-			lb := &spanLookbacks[i]
-			if !lb.set[s[base-1]] {
-				continue
-			}
-			k := 1
-			for k < lb.n && base-k > 0 && lb.set[s[base-k-1]] {
-				k++
-			}
-			f = min(f, base-k)
-		}
-	}
+	f := min(limit, openEnd(s, len(s)-depth, t))
 	// Never cut inside a chosen span.
 	for _, c := range chosen {
 		if c.start < f && f < c.end {
 			f = c.start
 		}
+	}
+	return f
+}
+
+// openEnd is where the text that a future span could claim starts: base,
+// where a keyword may be partly seen at the end, or before it the few
+// bytes a future keyword's span may start before it (spanLookbacks), or a
+// quoted value a label may still follow (beforeHold).
+func openEnd(s string, base int, t *trail) int {
+	f := min(base, beforeHold(s, t))
+	if base == 0 || base-maxSpanLookback >= f || !setSpanLookback[s[base-1]] {
+		return f // no run before base can lower f
+	}
+	for i := range spanLookbacks {
+		lb := &spanLookbacks[i]
+		if !lb.set[s[base-1]] {
+			continue
+		}
+		k := 1
+		for k < lb.n && base-k > 0 && lb.set[s[base-k-1]] {
+			k++
+		}
+		f = min(f, base-k)
 	}
 	return f
 }
