@@ -256,13 +256,22 @@ func (h *hit) asleep(s string, c *waitCache) bool {
 		} else {
 			c.n++
 		}
-		c.set[k], c.seen[k], c.all[k] = h.wait, h.seen, allIn(s[h.seen:], h.wait)
+		c.set[k], c.seen[k], c.all[k] = h.wait, h.seen, waitHolds(s[h.seen:], h.wait)
 	}
 	if !c.all[k] {
 		return false
 	}
 	h.seen = len(s)
 	return true
+}
+
+// waitHolds reports whether t is all bytes of set: for setNotNewline,
+// the set most occurrences wait on, whether t holds no newline.
+func waitHolds(t string, set *byteSet) bool {
+	if set == setNotNewline {
+		return strings.IndexByte(t, '\n') < 0
+	}
+	return allIn(t, set)
 }
 
 // waitCache holds whether the text after seen is all bytes of set, for a
@@ -340,8 +349,9 @@ func (m *Masker) evalHits(s string, hits []hit, skip int, done []cand) (_ []hit,
 	w = noWake
 	var memo assignMemo
 	var wc waitCache
-	keep := hits[:0]
-	for _, h := range hits {
+	keep := 0
+	for i := range hits {
+		h := &hits[i] // in place: a hit is seven words
 		if h.ks < skip {
 			continue
 		}
@@ -363,10 +373,13 @@ func (m *Masker) evalHits(s string, hits []hit, skip int, done []cand) (_ []hit,
 				h.wait, h.waitEnd = setNotNewline, len(s)+deferBytes/2
 			}
 		}
-		keep = append(keep, h)
-		w.add(&h)
+		w.add(h)
+		if keep != i {
+			hits[keep] = *h
+		}
+		keep++
 	}
-	return keep, done, w
+	return hits[:keep], done, w
 }
 
 // wake sums up the keyword occurrences a Stream holds, so that a Write
