@@ -15,10 +15,12 @@ test:
 # configuration, and its running phase (kill and takeover) on the real
 # Postgres and Redis when set, on a prchat built with -tags prchatbench (it
 # boots daemons for a while; .ci/run runs it after test); and the tests of
-# that build's bench agent.
+# that build's bench agent; and the webhook latency measurement (200
+# deliveries through a serve daemon, figures printed).
 test-bench:
 	PRCHAT_TEST_BENCH=1 $(GO) test -count=1 -timeout 10m -run '^TestBench(Running)?$$' ./cmd/prchat-bench
 	$(GO) test -tags prchatbench -count=1 -run '^Test(No)?BenchAgent$$' ./cmd/prchat
+	PRCHAT_TEST_BENCH=1 $(GO) test -count=1 -timeout 15m -v -run '^TestWebhookLatency$$' ./cmd/prchat
 
 # test-pgbouncer runs the store's suite through a PgBouncer (transaction
 # pooling) in front of PRCHAT_TEST_DATABASE_URL's Postgres.

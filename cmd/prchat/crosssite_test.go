@@ -19,7 +19,7 @@ import (
 // rebinding) reads nothing.
 func TestOtherSitesCannotDrivePrchatInABrowser(t *testing.T) {
 	t.Parallel()
-	b := newBrowser(t, chromedp.Flag("host-resolver-rules", "MAP rebound.example 127.0.0.1"))
+	b := newBrowser(t) // the shared browser maps rebound.example to loopback
 	e := setup(t, mode{name: "embedded"}, nil)
 
 	// The other site: a page on another origin that posts to prchat the

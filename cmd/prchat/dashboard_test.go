@@ -51,9 +51,61 @@ func findChromium() string {
 	return ""
 }
 
-// newBrowser starts a headless Chromium for the test, with extra options
-// (flags) beside the usual ones.
-func newBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) *browser {
+// chromium is the one headless Chromium the package's browser tests share
+// (a start costs seconds of CPU); each test has its own browser context
+// (cookies, storage, cache) in it. TestMain stops it.
+var chromium struct {
+	once sync.Once
+	ctx  context.Context // the browser's first tab
+	err  error
+	stop func()
+}
+
+// startChromium starts the shared Chromium once, with the flags every
+// browser test needs (host-resolver-rules maps rebound.example, the DNS
+// rebinding test's host name, to loopback).
+func startChromium(bin string) (context.Context, error) {
+	chromium.once.Do(func() {
+		profile, err := os.MkdirTemp("", "prchat-chromium-")
+		if err != nil {
+			chromium.err = err
+			return
+		}
+		opts := append(chromedp.DefaultExecAllocatorOptions[:],
+			chromedp.ExecPath(bin),
+			chromedp.NoSandbox,
+			chromedp.DisableGPU,
+			chromedp.Flag("disable-quic", true),
+			chromedp.Flag("disable-background-networking", true),
+			chromedp.Flag("disable-component-update", true),
+			chromedp.Flag("disable-sync", true),
+			chromedp.Flag("host-resolver-rules", "MAP rebound.example 127.0.0.1"),
+			chromedp.UserDataDir(profile),
+			chromedp.WindowSize(1280, 900),
+		)
+		actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+		ctx, cancelCtx := chromedp.NewContext(actx)
+		chromium.ctx = ctx
+		chromium.stop = func() { cancelCtx(); cancelAlloc(); _ = os.RemoveAll(profile) }
+		if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+			chromium.err = fmt.Errorf("start Chromium: %w", err)
+		}
+	})
+	return chromium.ctx, chromium.err
+}
+
+// stopChromium stops the shared Chromium, if it was started; TestMain
+// calls it once every test has ended.
+func stopChromium() {
+	if chromium.stop != nil {
+		chromium.stop()
+		chromium.stop = nil
+	}
+}
+
+// newBrowser opens a tab for the test in a browser context of its own in
+// the shared headless Chromium.
+func newBrowser(t *testing.T) *browser {
 	t.Helper()
 	bin := findChromium()
 	if bin == "" {
@@ -62,22 +114,13 @@ func newBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) *browser {
 		}
 		t.Skip("no Chromium installed (apt-get install chromium)")
 	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(bin),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 900),
-	)
-	opts = append(opts, extra...)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelCtx := chromedp.NewContext(actx)
+	parent, err := startChromium(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancelCtx := chromedp.NewContext(parent, chromedp.WithNewBrowserContext())
 	ctx, cancelTimeout := context.WithTimeout(ctx, chattest.Within(3*time.Minute))
-	t.Cleanup(func() { cancelTimeout(); cancelCtx(); cancelAlloc() })
+	t.Cleanup(func() { cancelTimeout(); cancelCtx() })
 	shots, err := os.MkdirTemp("", "prchat-dashboard-shots-")
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +128,7 @@ func newBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) *browser {
 	t.Logf("screenshots of the dashboard's pages: %s", shots)
 	b := &browser{t: t, ctx: ctx, shots: shots}
 	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
-		t.Fatalf("start Chromium: %v", err)
+		t.Fatalf("open a tab: %v", err)
 	}
 	msgs := chromedp.Console(ctx)
 	go func() {

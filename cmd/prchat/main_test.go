@@ -22,6 +22,14 @@ import (
 	"github.com/prchat/prchat/worker/workertest"
 )
 
+// TestMain stops what the package's tests share once they have all ended:
+// the browser tests' Chromium.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	stopChromium()
+	os.Exit(code)
+}
+
 // mode is a database + Redis pair a daemon test runs on.
 type mode struct {
 	name string
