@@ -96,6 +96,28 @@ func (w *Workspaces) objectsDir(ctx context.Context, path string) (string, error
 	return dir, nil
 }
 
+// cloneObjects is objectsDir of a registered clone, remembered for as long
+// as that folder is there: every new conversation's checkout needs it, and
+// asking git is a process each time.
+func (w *Workspaces) cloneObjects(ctx context.Context, path string) (string, error) {
+	w.mu.Lock()
+	objects, ok := w.objects[path]
+	w.mu.Unlock()
+	if ok {
+		if fi, err := os.Stat(objects); err == nil && fi.IsDir() {
+			return objects, nil
+		}
+	}
+	objects, err := w.objectsDir(ctx, path)
+	if err != nil {
+		return "", err
+	}
+	w.mu.Lock()
+	w.objects[path] = objects
+	w.mu.Unlock()
+	return objects, nil
+}
+
 // localMirror returns prchat's bare repository for the clone at path,
 // DataDir/local/<owner>/<name>.git, made on first use: an empty bare
 // repository whose objects/info/alternates names the clone's object
@@ -107,7 +129,7 @@ func (w *Workspaces) localMirror(ctx context.Context, name, path string) (string
 	if err != nil {
 		return "", err
 	}
-	objects, err := w.objectsDir(ctx, path)
+	objects, err := w.cloneObjects(ctx, path)
 	if err != nil {
 		return "", &chat.Error{Code: chat.CodeNeedsClone, Message: fmt.Sprintf("the clone of %s cannot be read", name), Err: err}
 	}

@@ -88,8 +88,9 @@ type Workspaces struct {
 	clonePrivate bool
 	resolver     chat.Resolver
 
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex // per clone: worktree add/remove, clone, fetch
+	mu      sync.Mutex
+	locks   map[string]*sync.Mutex // per clone: worktree add/remove, clone, fetch
+	objects map[string]string      // a registered clone's path -> its object folder
 }
 
 var (
@@ -107,14 +108,15 @@ func NewWorkspaces(cfg Config) (*Workspaces, error) {
 		return nil, fmt.Errorf("agentsession: data dir %s: %w", cfg.DataDir, err)
 	}
 	return &Workspaces{
-		git:    Git{Path: cmp.Or(cfg.Git, "git"), Secrets: cfg.Secrets},
-		log:    cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
-		runs:   filepath.Join(data, "runs"),
-		clones: filepath.Join(data, "clones"),
-		local:  filepath.Join(data, "local"),
-		lines:  newLineCache(cmp.Or(cfg.LineCacheSize, 4096)),
-		locks:  map[string]*sync.Mutex{},
-		creds:  cfg.Credentials,
+		git:     Git{Path: cmp.Or(cfg.Git, "git"), Secrets: cfg.Secrets},
+		log:     cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
+		runs:    filepath.Join(data, "runs"),
+		clones:  filepath.Join(data, "clones"),
+		local:   filepath.Join(data, "local"),
+		lines:   newLineCache(cmp.Or(cfg.LineCacheSize, 4096)),
+		locks:   map[string]*sync.Mutex{},
+		objects: map[string]string{},
+		creds:   cfg.Credentials,
 
 		clonePrivate: cfg.ClonePrivate,
 		resolver:     cfg.Resolver,
@@ -198,11 +200,11 @@ func (w *Workspaces) Remove(ctx context.Context, dir string) error {
 	}
 	if common, ok := w.worktreeClone(ctx, abs); ok {
 		unlock := w.lock(common)
+		// A worktree git cannot remove (half made, say) is deleted below
+		// and its registration pruned.
 		if _, err := w.git.Output(ctx, common, "worktree", "remove", "--force", "--force", abs); err != nil {
 			w.log.DebugContext(ctx, "git worktree remove", slog.String("dir", abs), slog.Any("error", err))
-		}
-		if _, err := w.git.Output(ctx, common, "worktree", "prune"); err != nil {
-			w.log.WarnContext(ctx, "git worktree prune", slog.String("clone", common), slog.Any("error", err))
+			defer w.prune(ctx, common)
 		}
 		unlock()
 	}
@@ -241,12 +243,28 @@ func checkRunName(id string) error {
 	return nil
 }
 
+// prune deletes the registrations of worktrees whose directories are gone
+// from clone.
+func (w *Workspaces) prune(ctx context.Context, clone string) {
+	unlock := w.lock(clone)
+	defer unlock()
+	if _, err := w.git.Output(ctx, clone, "worktree", "prune"); err != nil {
+		w.log.WarnContext(ctx, "git worktree prune", slog.String("clone", clone), slog.Any("error", err))
+	}
+}
+
 // worktreeClone returns the clone (git common dir) that the worktree at dir
-// belongs to, if dir is a linked worktree (its .git is a file).
+// belongs to, if dir is a linked worktree (its .git is a file). It reads
+// the worktree's own files as git lays them out (gitrepository-layout: a
+// .git file "gitdir: <admin dir>", whose commondir names the clone) and
+// asks git only when they say something else.
 func (w *Workspaces) worktreeClone(ctx context.Context, dir string) (string, bool) {
 	fi, err := os.Lstat(filepath.Join(dir, ".git"))
 	if err != nil || !fi.Mode().IsRegular() {
 		return "", false
+	}
+	if common, ok := readCommonDir(dir); ok {
+		return common, true
 	}
 	out, err := w.git.Output(ctx, dir, "rev-parse", "--path-format=absolute", "--git-common-dir")
 	if err != nil {
@@ -256,18 +274,46 @@ func (w *Workspaces) worktreeClone(ctx context.Context, dir string) (string, boo
 	return filepath.Clean(strings.TrimSpace(string(out))), true
 }
 
+// readCommonDir reads the common git dir of the linked worktree at dir
+// from its .git file and its admin dir's commondir file, as git writes
+// them; false when they are not both there and pointing at a directory.
+func readCommonDir(dir string) (string, bool) {
+	b, err := os.ReadFile(filepath.Join(dir, ".git"))
+	if err != nil {
+		return "", false
+	}
+	admin, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir: ")
+	if !ok || admin == "" {
+		return "", false
+	}
+	if !filepath.IsAbs(admin) {
+		admin = filepath.Join(dir, admin)
+	}
+	b, err = os.ReadFile(filepath.Join(admin, "commondir"))
+	if err != nil {
+		return "", false
+	}
+	common := strings.TrimSpace(string(b))
+	if common == "" {
+		return "", false
+	}
+	if !filepath.IsAbs(common) {
+		common = filepath.Join(admin, common)
+	}
+	if fi, err := os.Stat(filepath.Join(common, "objects")); err != nil || !fi.IsDir() {
+		return "", false
+	}
+	return filepath.Clean(common), true
+}
+
 // addWorktree adds a detached worktree of clone at commit in dir. Worktree
 // changes to one clone are serialized in this process; a lock held by
 // another process is retried a few times.
 func (w *Workspaces) addWorktree(ctx context.Context, clone, dir, commit string) error {
 	unlock := w.lock(clone)
 	defer unlock()
-	// A run directory deleted by hand leaves its worktree registered, and
-	// git refuses to add a worktree at a registered path.
-	if _, err := w.git.Output(ctx, clone, "worktree", "prune"); err != nil {
-		w.log.WarnContext(ctx, "git worktree prune", slog.String("clone", clone), slog.Any("error", err))
-	}
 	var err error
+	pruned := false
 	for attempt := range 4 {
 		if attempt > 0 {
 			select {
@@ -279,7 +325,20 @@ func (w *Workspaces) addWorktree(ctx context.Context, clone, dir, commit string)
 		}
 		_, err = w.git.Output(ctx, clone, "worktree", "add", "--detach", "--quiet", dir, commit)
 		var gerr *GitError
-		if err == nil || ctx.Err() != nil || !errors.As(err, &gerr) || !strings.Contains(gerr.Stderr, ".lock") {
+		if err == nil || ctx.Err() != nil || !errors.As(err, &gerr) {
+			break
+		}
+		// A run directory deleted by hand leaves its worktree registered,
+		// and git refuses to add a worktree at a registered path: prune
+		// the registrations of gone directories, once, and add again.
+		if strings.Contains(gerr.Stderr, "already registered") && !pruned {
+			pruned = true
+			if _, perr := w.git.Output(ctx, clone, "worktree", "prune"); perr != nil {
+				w.log.WarnContext(ctx, "git worktree prune", slog.String("clone", clone), slog.Any("error", perr))
+			}
+			continue
+		}
+		if !strings.Contains(gerr.Stderr, ".lock") {
 			break
 		}
 	}
