@@ -4,7 +4,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"unsafe"
 )
 
 // Stream masks text that arrives in pieces, such as the text deltas of a
@@ -13,12 +12,12 @@ import (
 // concurrent use; use one per stream.
 type Stream struct {
 	m *Masker
-	// The retained text is buf = string(blk[base:]), without a copy. blk only ever grows
+	// The retained text is buf = blk.String()[base:]. blk only ever grows
 	// within its capacity: a delta is appended without copying what is
 	// retained, and the text released unmasked is returned as a substring
 	// of it, without a copy. Forgetting text moves base; a delta that does
 	// not fit moves the retained text to a new block.
-	blk  []byte
+	blk  strings.Builder
 	base int
 	buf  string // retained text: context, released text not yet forgotten, pending text
 	skip int    // keywords starting before buf[skip:] have been dealt with
@@ -159,18 +158,17 @@ func (s *Stream) releaseQuiet(buf string) string {
 
 // append adds delta to the retained text.
 func (s *Stream) append(delta string) {
-	if cap(s.blk)-len(s.blk) < len(delta) {
+	if s.blk.Cap()-s.blk.Len() < len(delta) {
 		// The retained text moves to a new block; the old one stays with
 		// the text released from it.
-		b := make([]byte, len(s.buf), max(streamBlock, 2*(len(s.buf)+len(delta))))
-		copy(b, s.buf)
-		s.blk, s.base = b, 0
+		s.blk = strings.Builder{}
+		s.blk.Grow(max(streamBlock, 2*(len(s.buf)+len(delta))))
+		s.blk.WriteString(s.buf)
+		s.base = 0
 	}
-	s.blk = append(s.blk, delta...)
+	s.blk.WriteString(delta)
 	from := len(s.buf)
-	// The bytes of blk[:len(blk)] are never written again (a delta only
-	// ever goes past them), so they can be the text of strings.
-	s.buf = unsafe.String(&s.blk[s.base], len(s.blk)-s.base)
+	s.buf = s.blk.String()[s.base:]
 	s.trail.grow(s.buf, from)
 }
 
@@ -226,7 +224,7 @@ func (s *Stream) Flush() string {
 		return ""
 	}
 	buf, out, skip := s.buf, s.out, s.skip
-	s.blk = nil
+	s.blk = strings.Builder{}
 	s.base, s.buf, s.out, s.skip, s.st, s.hits, s.done, s.trail = 0, "", 0, 0, 0, s.hits[:0], s.done[:0], trail{}
 	s.wake, s.fresh = noWake, false
 	if out >= len(buf) {
