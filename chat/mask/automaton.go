@@ -53,28 +53,28 @@ func (a *automaton) next(s string, i int, st uint32) (int, uint32) {
 	step := func(st uint32, c byte) uint32 {
 		return *(*uint32)(unsafe.Add(delta, uintptr(st+uint32(cls[c]))*4))
 	}
-	// Four bytes a round, so that the loop's own test and step run once
-	// for four transitions; the bytes are read as s[i+k] without bounds
-	// checks, which the loop's condition makes in range.
-	p := unsafe.Pointer(unsafe.StringData(s))
-	at := func(i int) byte { return *(*byte)(unsafe.Add(p, i)) }
-	for ; i+4 <= len(s); i += 4 {
-		if st = step(st, at(i)); st >= outBase {
-			return i + 1, st
+	// four bytes a round, so that the loop's own test and step run once
+	// for four transitions
+	t := s[i:]
+	for len(t) >= 4 {
+		b := t[:4]
+		if st = step(st, b[0]); st >= outBase {
+			return len(s) - len(t) + 1, st
 		}
-		if st = step(st, at(i+1)); st >= outBase {
-			return i + 2, st
+		if st = step(st, b[1]); st >= outBase {
+			return len(s) - len(t) + 2, st
 		}
-		if st = step(st, at(i+2)); st >= outBase {
-			return i + 3, st
+		if st = step(st, b[2]); st >= outBase {
+			return len(s) - len(t) + 3, st
 		}
-		if st = step(st, at(i+3)); st >= outBase {
-			return i + 4, st
+		if st = step(st, b[3]); st >= outBase {
+			return len(s) - len(t) + 4, st
 		}
+		t = t[4:]
 	}
-	for ; i < len(s); i++ {
-		if st = step(st, s[i]); st >= outBase {
-			return i + 1, st
+	for k := 0; k < len(t); k++ {
+		if st = step(st, t[k]); st >= outBase {
+			return len(s) - len(t) + k + 1, st
 		}
 	}
 	return len(s), st
