@@ -1,7 +1,5 @@
 package mask
 
-import "unsafe"
-
 // keyword is one literal the prefilter looks for. The automaton matches it
 // ASCII case-insensitively; the rule's matcher checks exact case where the
 // format needs it.
@@ -45,39 +43,15 @@ func (a *automaton) index(st uint32) uint32 { return (st >> a.shift) * a.inv }
 //
 //go:noinline
 func (a *automaton) next(s string, i int, st uint32) (int, uint32) {
-	cls, outBase := &a.cls, a.outBase
-	// delta[st+c] without a bounds check: every state is a multiple of
-	// ncls below len(delta) and every class below ncls (newAutomaton
-	// checks both), so st+c is always in range.
-	delta := unsafe.Pointer(unsafe.SliceData(a.delta))
-	step := func(st uint32, c byte) uint32 {
-		return *(*uint32)(unsafe.Add(delta, uintptr(st+uint32(cls[c]))*4))
-	}
-	// four bytes a round, so that the loop's own test and step run once
-	// for four transitions
-	t := s[i:]
-	for len(t) >= 4 {
-		b := t[:4]
-		if st = step(st, b[0]); st >= outBase {
-			return len(s) - len(t) + 1, st
-		}
-		if st = step(st, b[1]); st >= outBase {
-			return len(s) - len(t) + 2, st
-		}
-		if st = step(st, b[2]); st >= outBase {
-			return len(s) - len(t) + 3, st
-		}
-		if st = step(st, b[3]); st >= outBase {
-			return len(s) - len(t) + 4, st
-		}
-		t = t[4:]
-	}
-	for k := 0; k < len(t); k++ {
-		if st = step(st, t[k]); st >= outBase {
-			return len(s) - len(t) + k + 1, st
+	delta, cls, outBase := a.delta, &a.cls, a.outBase
+	for i < len(s) {
+		st = delta[st+uint32(cls[s[i]])]
+		i++
+		if st >= outBase {
+			break
 		}
 	}
-	return len(s), st
+	return i, st
 }
 
 // lowerByte[b] is fold(b).
@@ -231,18 +205,6 @@ func newAutomaton(kws []keyword) *automaton {
 	for q := uint32(0); q < uint32(states); q++ {
 		if a.index(q*n) != q {
 			panic("mask: automaton state index")
-		}
-	}
-	// next reads delta without bounds checks: every state must be a
-	// multiple of n below len(delta), and every class below n
-	for _, st := range a.delta {
-		if st%n != 0 || st+n > uint32(len(a.delta)) {
-			panic("mask: automaton state out of range")
-		}
-	}
-	for _, c := range a.cls {
-		if uint32(c) >= n {
-			panic("mask: automaton byte class out of range")
 		}
 	}
 	return a
