@@ -309,9 +309,14 @@ type client struct {
 	v    *apitest.Validator
 }
 
+// validator is the one apitest.Validator the package's clients share (it
+// is safe for concurrent use; loading the document is most of a setup's
+// CPU).
+var validator = sync.OnceValues(apitest.NewValidator)
+
 func newClient(t *testing.T, base string) *client {
 	t.Helper()
-	v, err := apitest.NewValidator()
+	v, err := validator()
 	if err != nil {
 		t.Fatal(err)
 	}
