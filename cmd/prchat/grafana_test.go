@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/prchat/prchat/chat/chattest"
 )
 
 // TestGrafanaDashboardQueriesExistingMetrics checks that every metric the
@@ -34,18 +36,24 @@ func TestGrafanaDashboardQueriesExistingMetrics(t *testing.T) {
 	conv, _ := e.ask(e.review("local", nil), "Why does Load refuse an empty path?")
 	e.wait(conv, 1)
 
-	resp, err := http.Get(e.url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	// The turn reads settled once its state is stored; the worker counts
+	// it a moment later.
 	served := map[string]string{} // family -> type
-	for _, line := range strings.Split(string(body), "\n") {
-		if f := strings.Fields(line); len(f) == 4 && f[0] == "#" && f[1] == "TYPE" {
-			served[f[2]] = f[3]
+	chattest.Eventually(t, "the settled turn in /metrics", func() bool {
+		resp, err := http.Get(e.url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		clear(served)
+		for _, line := range strings.Split(string(body), "\n") {
+			if f := strings.Fields(line); len(f) == 4 && f[0] == "#" && f[1] == "TYPE" {
+				served[f[2]] = f[3]
+			}
+		}
+		return strings.Contains(string(body), "\nprchat_turns_total{")
+	})
 	name := regexp.MustCompile(`\bprchat_[a-z0-9_]+`)
 	queried := 0
 	for _, p := range dash.Panels {

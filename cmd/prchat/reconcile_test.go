@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/hibiken/asynq"
+	"github.com/prchat/prchat/chat/chattest"
 	"github.com/prchat/prchat/worker/workertest"
 )
 
@@ -49,9 +50,12 @@ func TestReconcilerRecoversLostJobs(t *testing.T) {
 			}
 			// A worker alone serves its liveness and metrics.
 			doAt(t, w.URL(), "GET", "/healthz", nil, http.StatusOK, nil)
-			if m := string(doAt(t, w.URL(), "GET", "/metrics", nil, http.StatusOK, nil)); !strings.Contains(m, `prchat_turns_total{backend="local",reason="",state="succeeded"} 2`) {
-				t.Errorf("the worker's metrics do not count its two turns:\n%s", m)
-			}
+			// A turn reads settled once stored; the worker counts it a
+			// moment later.
+			chattest.Eventually(t, "the worker's metrics to count its two turns", func() bool {
+				m := string(doAt(t, w.URL(), "GET", "/metrics", nil, http.StatusOK, nil))
+				return strings.Contains(m, `prchat_turns_total{backend="local",reason="",state="succeeded"} 2`)
+			})
 		})
 	}
 }
