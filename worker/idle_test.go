@@ -108,9 +108,9 @@ func TestWakeUpEndsTheIdleWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, host := range []string{"idle-wake", ""} {
-		if i > 0 {
-			chattest.Eventually(t, "the worker to wait at its idle interval again", s.poller.inIdleHold)
-		}
+		// A job enqueued before the worker holds its idle wait (it polls
+		// at the poll interval for idleAfter first) is found by a poll.
+		chattest.Eventually(t, fmt.Sprintf("the worker to wait at its idle interval (job %d)", i+1), s.poller.inIdleHold)
 		_, woken := s.poller.counts()
 		timed := s.poller.idleTimedOut()
 		turn := fmt.Sprintf("turn-%d", i)
