@@ -19,6 +19,7 @@ import (
 	"github.com/prchat/prchat/agentsession/scripted"
 	"github.com/prchat/prchat/chat"
 	"github.com/prchat/prchat/chat/chattest"
+	"github.com/prchat/prchat/forge/forgetest"
 	"github.com/prchat/prchat/forge/github/githubtest"
 )
 
@@ -64,17 +65,6 @@ func (s *stamps) got(id int64) (eyes, reply time.Time, ok bool) {
 	return eyes, reply, e && r
 }
 
-// statusWriter keeps the status of a response.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	w.status = code
-	w.ResponseWriter.WriteHeader(code)
-}
-
 // percentiles returns the p50 and p99 of ds.
 func percentiles(ds []time.Duration) (p50, p99 time.Duration) {
 	s := slices.Clone(ds)
@@ -117,9 +107,9 @@ func TestWebhookLatency(t *testing.T) {
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		at := time.Now()
-		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		sw := &forgetest.StatusWriter{ResponseWriter: w, Status: http.StatusOK}
 		proxy.ServeHTTP(sw, r)
-		st.record(r, at, sw.status)
+		st.record(r, at, sw.Status)
 	}))
 	t.Cleanup(front.Close)
 	e := prepare(t, m, func(c *Config) {
