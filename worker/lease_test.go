@@ -181,12 +181,21 @@ func TestPassCostsTheSameForTenTurnsOrTwoHundred(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		before := counter.n.Load()
-		c := reconcile(t, r)
-		if c.Checked != turnCount || c.Enqueued != 0 || c.Errors != 0 {
-			t.Fatalf("pass over %d turns: %+v", turnCount, c)
+		// The fewest of two passes over the same turns: a command another
+		// user of the client sends during a pass (a pool's new connection,
+		// a background tick on a busy machine) only adds to a pass's count.
+		var fewest int64
+		for i := range 2 {
+			before := counter.n.Load()
+			c := reconcile(t, r)
+			if c.Checked != turnCount || c.Enqueued != 0 || c.Errors != 0 {
+				t.Fatalf("pass over %d turns: %+v", turnCount, c)
+			}
+			if n := counter.n.Load() - before; i == 0 || n < fewest {
+				fewest = n
+			}
 		}
-		return counter.n.Load() - before
+		return fewest
 	}
 	// Flat: twenty times the turns cost no more commands, give or take the
 	// one or two a pass sends when its client's pool opens a connection.
