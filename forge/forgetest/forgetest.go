@@ -25,8 +25,11 @@ type Call struct {
 	// owner%2Fname) when the Core is made with escaped paths.
 	Path string
 	// Auth is the Authorization header's scheme and credential.
-	Auth   string
-	Body   string
+	Auth string
+	Body string
+	// Status is the status the fake answered: 0 while it is answering (a
+	// call is recorded when it arrives, so that what its handler stores is
+	// never seen before the call is), or when its answer was lost.
 	Status int
 }
 
@@ -197,24 +200,51 @@ func (c *Core) Handler(next http.Handler) http.Handler {
 		if c.EscapedPaths {
 			path = r.URL.EscapedPath()
 		}
-		call := Call{Method: r.Method, Path: path, Auth: r.Header.Get("Authorization"), Body: string(body)}
-		sw := &StatusWriter{ResponseWriter: w, Status: http.StatusOK}
+		c.mu.Lock()
+		c.calls = append(c.calls, Call{Method: r.Method, Path: path, Auth: r.Header.Get("Authorization"), Body: string(body)})
+		n := len(c.calls) - 1
+		c.mu.Unlock()
+		cw := &callWriter{ResponseWriter: w, core: c, n: n}
 		switch f := c.due(r.Method, path); {
 		case f == nil:
-			next.ServeHTTP(sw, r)
+			next.ServeHTTP(cw, r)
+			cw.WriteHeader(http.StatusOK) // a handler that wrote nothing answered 200
 		case f.after != 0:
 			next.ServeHTTP(httptest.NewRecorder(), r)
-			sw.Status = 0
-			lose(sw, r, f.after)
+			lose(cw, r, f.after)
 		default:
-			WriteJSON(sw, f.status, map[string]string{"message": "scripted failure"})
+			WriteJSON(cw, f.status, map[string]string{"message": "scripted failure"})
 		}
-		call.Status = sw.Status
-		c.mu.Lock()
-		c.calls = append(c.calls, call)
-		c.mu.Unlock()
 	})
 }
+
+// callWriter records the status of the Core's call n as the handler
+// writes it, before the client can read the answer.
+type callWriter struct {
+	http.ResponseWriter
+	core    *Core
+	n       int
+	written bool
+}
+
+func (w *callWriter) WriteHeader(code int) {
+	if w.written {
+		return
+	}
+	w.written = true
+	w.core.mu.Lock()
+	w.core.calls[w.n].Status = code
+	w.core.mu.Unlock()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *callWriter) Write(b []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection (LoseToDrop).
+func (w *callWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // due takes one of the failures scripted for a request, or returns nil.
 func (c *Core) due(method, path string) *failure {
@@ -230,12 +260,12 @@ func (c *Core) due(method, path string) *failure {
 }
 
 // lose loses the answer to a request carried out.
-func lose(sw *StatusWriter, r *http.Request, loss Loss) {
+func lose(w http.ResponseWriter, r *http.Request, loss Loss) {
 	switch loss {
 	case LoseToBadGateway:
-		WriteJSON(sw, http.StatusBadGateway, map[string]string{"message": "502 Bad Gateway"})
+		WriteJSON(w, http.StatusBadGateway, map[string]string{"message": "502 Bad Gateway"})
 	case LoseToDrop:
-		if conn, _, err := http.NewResponseController(sw.ResponseWriter).Hijack(); err == nil {
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
 			_ = conn.Close()
 		}
 	case LoseToTimeout:
