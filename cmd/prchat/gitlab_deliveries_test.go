@@ -194,9 +194,6 @@ func TestGitLabRestartBetweenAnsweringAndPosting(t *testing.T) {
 			chattest.Eventually(t, "the held post", func() bool { return len(withGitLabMarker(e.gl.Notes("acme/widget", 7, "d-restart"))) == 1 })
 			e.d.Stop()
 			e.gl.ReleasePosts()
-			// The fake records a call once it has answered it, which a
-			// held post does only after the release or the client's leaving.
-			chattest.Eventually(t, "the held post recorded", func() bool { return len(e.gl.CallsTo("POST", posts)) > 0 })
 			if n := len(e.gl.CallsTo("POST", posts)); n != 1 {
 				t.Fatalf("%d posts before the restart, want 1", n)
 			}
