@@ -59,6 +59,14 @@ func (a *atRun) record(_ context.Context, turnID string, _ int) error {
 // and no idle hold ran out.
 func (a *atRun) ranOnAWakeUp(t *testing.T, turn string, woken, timed int64) {
 	t.Helper()
+	// The recorder tells of a run as it starts, before record has stored
+	// the counts of it.
+	chattest.Eventually(t, turn+"'s counts recorded", func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		_, ok := a.woken[turn]
+		return ok
+	})
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.woken[turn] <= woken {
