@@ -213,6 +213,60 @@ func TestRunOfASettledTurnDoesNothing(t *testing.T) {
 	}
 }
 
+// TestEnqueueLeavesATurnThatMovedOn: the reconciler reads the pending turns
+// before their jobs, so it may find a turn queued whose run since took it,
+// finished it and deleted its job. Enqueue reads the turn again and leaves
+// it: no second job, no claim that loses.
+func TestEnqueueLeavesATurnThatMovedOn(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	read, err := f.store.TurnByID(ctx, f.turn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := f.services[0]
+	q := &fakeQueue{}
+	d, err := chattest.New(chattest.Config{WorkerID: "w1", AnyPath: true}, chattest.Deps{
+		Store: f.store, Queue: q, Hosts: f.hosts, Backends: []chat.Backend{f.scripted}, Masker: mask.New(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Still as it was read: enqueued.
+	if ok, err := d.Turns.Enqueue(ctx, read); err != nil || !ok {
+		t.Fatalf("enqueue of a turn as read: %v, %v; want true", ok, err)
+	}
+	// Claimed since (the state and fence moved on), then answered.
+	if _, _, err := f.store.ClaimTurnWithConversation(ctx, f.turn, "w2/b", nil); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := d.Turns.Enqueue(ctx, read); err != nil || ok {
+		t.Fatalf("enqueue of a turn claimed since: %v, %v; want false", ok, err)
+	}
+	f.hosts.kill("w2/b")
+	f.scripted.Push(scripted.Step{Answer: answer("A does nothing.")})
+	if err := svc.Runner.Run(ctx, f.turn, "w1/a"); err != nil {
+		t.Fatal(err)
+	}
+	if now, _ := f.store.TurnByID(ctx, f.turn); !now.State.Final() {
+		t.Fatalf("turn is %s after its run; want it settled", now.State)
+	}
+	if ok, err := d.Turns.Enqueue(ctx, read); err != nil || ok {
+		t.Fatalf("enqueue of a turn settled since: %v, %v; want false", ok, err)
+	}
+	// Deleted since.
+	if err := f.store.DeleteConversation(ctx, f.conv); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := d.Turns.Enqueue(ctx, read); err != nil || ok {
+		t.Fatalf("enqueue of a deleted turn: %v, %v; want false", ok, err)
+	}
+	if len(q.enqueued) != 1 {
+		t.Errorf("jobs enqueued: %v; want the one of the turn as read", q.enqueued)
+	}
+}
+
 // TestTooManyAttemptsIsInterrupted: a turn whose runs keep dying under it is
 // settled as interrupted instead of being tried forever.
 func TestTooManyAttemptsIsInterrupted(t *testing.T) {

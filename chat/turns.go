@@ -31,6 +31,8 @@ type TurnStore interface {
 	DeleteConversation(ctx context.Context, id string) error
 
 	Turn(ctx context.Context, conversationID string, number int) (Turn, error)
+	// TurnByID returns a turn by its id, without its events.
+	TurnByID(ctx context.Context, id string) (Turn, error)
 	// PendingTurns lists turns in state queued or running, oldest first.
 	PendingTurns(ctx context.Context) ([]Turn, error)
 	// SetTurnQueue records the host queue a turn's job went to ("" = shared).
@@ -270,30 +272,45 @@ func (s *Turns) enqueue(ctx context.Context, t Turn, feed ...FeedEvent) {
 }
 
 // Enqueue routes a pending turn again and enqueues its job (the
-// reconciler's way to recover a job that Redis lost).
-func (s *Turns) Enqueue(ctx context.Context, t Turn) error {
+// reconciler's way to recover a job that Redis lost). t is the turn as the
+// caller read it: Enqueue reads it again first and leaves alone a turn
+// that is gone or whose state or fence changed since (a run took it, or it
+// settled, after the caller's read), reporting false. A reconciler's read
+// of thousands of pending turns takes a while, and the jobs of the turns
+// that finish meanwhile are gone by the time it looks for them; enqueued
+// again, each would cost a job, a claim that loses and its Redis calls.
+func (s *Turns) Enqueue(ctx context.Context, t Turn) (bool, error) {
+	now, err := s.store.TurnByID(ctx, t.ID)
+	switch {
+	case ErrorCode(err) == CodeNotFound:
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("enqueue turn %s: %w", t.ID, err)
+	case now.State != t.State || now.Fence != t.Fence:
+		return false, nil
+	}
 	c, err := s.store.ConversationHead(ctx, t.ConversationID)
 	if err != nil {
-		return fmt.Errorf("enqueue turn %s: %w", t.ID, err)
+		return false, fmt.Errorf("enqueue turn %s: %w", t.ID, err)
 	}
 	host := c.SessionHost
 	if c.SessionID == "" {
 		rev, err := s.catalog.reviewByID(ctx, c.ReviewID)
 		if err != nil {
-			return fmt.Errorf("enqueue turn %s: %w", t.ID, err)
+			return false, fmt.Errorf("enqueue turn %s: %w", t.ID, err)
 		}
 		host = rev.SessionHost
 	}
 	queue := s.route(ctx, cmp.Or(t.Backend, c.Backend), host)
 	if queue != t.Queue {
 		if err := s.store.SetTurnQueue(ctx, t.ID, queue); err != nil {
-			return fmt.Errorf("enqueue turn %s: %w", t.ID, err)
+			return false, fmt.Errorf("enqueue turn %s: %w", t.ID, err)
 		}
 	}
 	if err := s.queue.Enqueue(ctx, t.ID, queue); err != nil {
-		return fmt.Errorf("enqueue turn %s: %w", t.ID, err)
+		return false, fmt.Errorf("enqueue turn %s: %w", t.ID, err)
 	}
-	return nil
+	return true, nil
 }
 
 // PendingTurns lists the turns that are queued or running.

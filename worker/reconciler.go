@@ -23,7 +23,9 @@ type Turns interface {
 	PendingTurns(ctx context.Context) ([]chat.Turn, error)
 	// Enqueue routes the turn (its session host's queue if that host is
 	// alive, else the shared queue), enqueues its job and records the queue.
-	Enqueue(ctx context.Context, t chat.Turn) error
+	// t is the pass's read of the turn: a turn that is gone, or whose state
+	// or fence changed since, is left alone and Enqueue reports false.
+	Enqueue(ctx context.Context, t chat.Turn) (bool, error)
 	// Settle settles a pending turn and emits its final event. A turn that
 	// is already final returns chat.ErrSettled.
 	Settle(ctx context.Context, turnID string, state chat.State, reason chat.Reason, note string) error
@@ -343,21 +345,28 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) (Counts, error) {
 	var c Counts
 	defer func() { r.totals.add(c); r.passes++ }()
 
-	turns, err := r.turns.PendingTurns(ctx)
-	if err != nil {
-		return c, fmt.Errorf("reconcile: pending turns: %w", err)
-	}
+	// The jobs are read before the turns, and the pass's time is taken
+	// before both. A job that ends between the reads ends with its turn, so
+	// the turn is no longer pending when it is read (the other way round, a
+	// drain of thousands of turns finished hundreds of them in the gap, and
+	// each looked as if its job were lost). A turn that gets its first job
+	// after the jobs were read was created after the pass's time, so Grace
+	// covers it; one that gets a later job meanwhile (handed on) is
+	// enqueued again at worst, and Enqueue reads it again first.
+	now := r.cfg.Now()
 	queues, err := r.queue.Queues(ctx)
 	if err != nil {
 		return c, fmt.Errorf("reconcile: %w", err)
 	}
-	// The jobs are read after the turns: a job that a turn read here gets
-	// after this read is one that Grace covers.
 	jobs, err := r.queue.snapshot(ctx, queues)
 	if err != nil {
 		return c, fmt.Errorf("reconcile: %w", err)
 	}
-	p := &pass{r: r, now: r.cfg.Now(), counts: &c, alive: map[string]bool{}, runners: map[string]bool{}, activeSince: map[string]time.Time{}}
+	turns, err := r.turns.PendingTurns(ctx)
+	if err != nil {
+		return c, fmt.Errorf("reconcile: pending turns: %w", err)
+	}
+	p := &pass{r: r, now: now, counts: &c, alive: map[string]bool{}, runners: map[string]bool{}, activeSince: map[string]time.Time{}}
 	// Turns are reconciled passConcurrency at a time: after Redis lost its
 	// data every queued turn needs its job again, and one at a time that
 	// took seconds for a few hundred.
@@ -534,7 +543,8 @@ func (p *pass) queued(ctx context.Context, t chat.Turn, live, archived []Task) e
 		if p.now.Sub(t.CreatedAt) < p.r.cfg.Grace {
 			return nil
 		}
-		if err := p.r.turns.Enqueue(ctx, t); err != nil {
+		enqueued, err := p.r.turns.Enqueue(ctx, t)
+		if err != nil || !enqueued {
 			return err
 		}
 		p.count(func(c *Counts) { c.Enqueued++ })
@@ -652,7 +662,7 @@ func (p *pass) leaveDeadHosts(ctx context.Context, t chat.Turn, live []Task) ([]
 		return left, false, nil
 	}
 	if !waitingElsewhere {
-		if err := p.r.turns.Enqueue(ctx, t); err != nil {
+		if _, err := p.r.turns.Enqueue(ctx, t); err != nil {
 			return nil, true, err
 		}
 	}
@@ -687,7 +697,8 @@ func (p *pass) settleFailed(ctx context.Context, t chat.Turn, archived []Task) e
 		if err := p.deleteTasks(ctx, archived); err != nil {
 			return err
 		}
-		if err := p.r.turns.Enqueue(ctx, t); err != nil {
+		enqueued, err := p.r.turns.Enqueue(ctx, t)
+		if err != nil || !enqueued {
 			return err
 		}
 		p.count(func(c *Counts) { c.Enqueued++ })

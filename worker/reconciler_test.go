@@ -30,6 +30,9 @@ type fakeTurns struct {
 	turns       map[string]chat.Turn
 	sessionHost map[string]string
 	settled     map[string]settlement
+	// afterRead, if set, runs after PendingTurns has read the turns (what a
+	// worker does meanwhile).
+	afterRead func()
 }
 
 type settlement struct {
@@ -64,33 +67,43 @@ func (f *fakeTurns) settlement(id string) (settlement, bool) {
 
 func (f *fakeTurns) PendingTurns(context.Context) ([]chat.Turn, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	var out []chat.Turn
 	for _, t := range f.turns {
 		if !t.State.Final() {
 			out = append(out, t)
 		}
 	}
+	after := f.afterRead
+	f.mu.Unlock()
 	slices.SortFunc(out, func(a, b chat.Turn) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	if after != nil {
+		after()
+	}
 	return out, nil
 }
 
-func (f *fakeTurns) Enqueue(ctx context.Context, t chat.Turn) error {
+// Enqueue enqueues a turn that is still as t has it (state and fence), as
+// chat.Turns does.
+func (f *fakeTurns) Enqueue(ctx context.Context, t chat.Turn) (bool, error) {
 	f.mu.Lock()
 	host := f.sessionHost[t.ID]
+	now, ok := f.turns[t.ID]
 	f.mu.Unlock()
+	if !ok || now.State != t.State || now.Fence != t.Fence {
+		return false, nil
+	}
 	if alive, err := f.hosts.Alive(ctx, host); err != nil || !alive {
 		host = ""
 	}
 	if err := f.queue.Enqueue(ctx, t.ID, host); err != nil {
-		return err
+		return false, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	t = f.turns[t.ID]
 	t.Queue = host
 	f.turns[t.ID] = t
-	return nil
+	return true, nil
 }
 
 func (f *fakeTurns) Settle(_ context.Context, turnID string, state chat.State, reason chat.Reason, note string) error {
@@ -170,6 +183,26 @@ func TestReconcileEnqueuesMissingJob(t *testing.T) {
 	}
 }
 
+// TestReconcileLeavesATurnThatFinishedDuringThePass: a turn the pass read
+// as queued, and whose run finished (its job done and gone) before the pass
+// read the jobs, gets no job again.
+func TestReconcileLeavesATurnThatFinishedDuringThePass(t *testing.T) {
+	t.Parallel()
+	e, turns, r, clk := rsetup(t, QueueConfig{})
+	turns.add(chat.Turn{ID: "ran", State: chat.StateQueued, CreatedAt: ago(clk, 10*time.Second)}, "")
+	turns.afterRead = func() {
+		if err := turns.Settle(t.Context(), "ran", chat.StateSucceeded, "", ""); err != nil {
+			t.Error(err)
+		}
+	}
+	if diff := gocmp.Diff(Counts{Checked: 1}, reconcile(t, r)); diff != "" {
+		t.Errorf("pass (-want +got):\n%s", diff)
+	}
+	if got := e.where(t, "ran"); len(got) != 0 {
+		t.Errorf("a turn that finished during the pass got jobs %v", got)
+	}
+}
+
 func TestReconcileAfterRedisLostItsData(t *testing.T) {
 	t.Parallel()
 	e, turns, r, clk := rsetup(t, QueueConfig{})
@@ -179,7 +212,7 @@ func TestReconcileAfterRedisLostItsData(t *testing.T) {
 	for i, id := range ids {
 		turn := chat.Turn{ID: id, State: chat.StateQueued, CreatedAt: ago(clk, time.Minute)}
 		turns.add(turn, []string{"", "alive", "gone"}[i])
-		if err := turns.Enqueue(t.Context(), turn); err != nil {
+		if _, err := turns.Enqueue(t.Context(), turn); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -245,7 +278,7 @@ func TestReconcileRequeuesJobArchivedByAnOutage(t *testing.T) {
 	})
 	srv := e.startServer(t, "w1", rec, nil)
 	turns.add(chat.Turn{ID: "t1", State: chat.StateQueued, CreatedAt: ago(clk, time.Second)}, "")
-	if err := turns.Enqueue(t.Context(), turns.turn("t1")); err != nil {
+	if _, err := turns.Enqueue(t.Context(), turns.turn("t1")); err != nil {
 		t.Fatal(err)
 	}
 	chattest.Eventually(t, "job archived", func() bool {
@@ -350,7 +383,7 @@ func TestReconcileSettlesArchivedJob(t *testing.T) {
 	rec := newRecorder(func(context.Context, string, int) error { return errBoom })
 	e.startServer(t, "w1", rec, nil)
 	turns.add(chat.Turn{ID: "t1", State: chat.StateQueued, CreatedAt: ago(clk, time.Second)}, "")
-	if err := turns.Enqueue(t.Context(), turns.turn("t1")); err != nil {
+	if _, err := turns.Enqueue(t.Context(), turns.turn("t1")); err != nil {
 		t.Fatal(err)
 	}
 	chattest.Eventually(t, "job archived", func() bool {
