@@ -432,6 +432,7 @@ func (b *bencher) throughput(ctx context.Context, label string, api *benchDaemon
 		}
 		b.addDaemonCPU("throughput P3", "  CPU per turn (ask + run), ", daemons, cpuFrom, cpuUntil, turns)
 		b.addUsage("throughput P3", "turn", useFrom, useUntil, turns, daemonCPU(cpuFrom, cpuUntil))
+		b.noteStatements(label, useFrom, useUntil, turns)
 	}
 	if label == "1 serve" && b.cfg.has(phaseMemory) {
 		if peaks[0] > 0 {

@@ -157,6 +157,7 @@ func (b *bencher) drainAlone(ctx context.Context, api *benchDaemon, n int, start
 	b.addDaemonCPU("throughput P3", "  CPU per turn (run), ", ws, cpuFrom, cpuUntil, turns)
 	b.addUsage("throughput P3", "turn", useFrom, useUntil, turns, daemonCPU(cpuFrom, cpuUntil))
 	b.noteDrainOps(n, useFrom, useUntil, turns)
+	b.noteStatements(label, useFrom, useUntil, turns)
 	if ranOut {
 		b.rep.note(fmt.Sprintf("throughput (%s): the backlog ran out %s into the %s window; the rate is over what was left", label, tUntil.Sub(tFrom).Round(time.Millisecond), dur))
 	}

@@ -36,6 +36,9 @@ type usage struct {
 	pgBackends time.Duration
 	pgXacts    int64 // transactions of the bench's database (pg_stat_database)
 	pgStmts    int64 // statements run in it (pg_stat_statements)
+	// pgCalls counts the calls of each statement run in it, by the start
+	// of its text (pg_stat_statements), the bench's own included.
+	pgCalls map[string]int64
 	// own is how many statements the bench had run on the daemons'
 	// database (bencher.ownQueries) when the sample began.
 	own int64
@@ -96,9 +99,39 @@ func (b *bencher) sample(ctx context.Context) usage {
 				Scan(&calls) == nil {
 				u.pgStmts = calls
 			}
+			u.pgCalls = b.statementCalls(ctx)
 		}
 	}
 	return u
+}
+
+// statementLabel is how much of a statement's text names it in the
+// statements per turn.
+const statementLabel = 56
+
+// statementCalls returns the calls of each statement of the bench's
+// database by the start of its text, or nil.
+func (b *bencher) statementCalls(ctx context.Context) map[string]int64 {
+	b.ownQueries.Add(1)
+	rows, err := b.pg.QueryContext(ctx, `SELECT left(regexp_replace(query, '\s+', ' ', 'g'), $1), calls FROM `+b.perf.pgStatements+
+		` WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`, statementLabel)
+	if err != nil {
+		return nil
+	}
+	defer rows.Close()
+	calls := map[string]int64{}
+	for rows.Next() {
+		var label string
+		var n int64
+		if err := rows.Scan(&label, &n); err != nil {
+			return nil
+		}
+		calls[label] += n
+	}
+	if rows.Err() != nil {
+		return nil
+	}
+	return calls
 }
 
 // daemonBackendsCPU returns the CPU time the live Postgres backends of the
@@ -227,6 +260,13 @@ func perTurn(from, until time.Duration, turns int64) string {
 // commandsPerTurn formats the Redis commands per turn between two counts:
 // the total, then the top commands by calls.
 func commandsPerTurn(from, until map[string]int64, turns int64, top int) string {
+	return callsPerTurn(from, until, turns, top, strings.ToLower, ", ")
+}
+
+// callsPerTurn formats the calls per turn between two counts by name: the
+// total, then the top names by calls, each as label gives it, joined
+// with sep.
+func callsPerTurn(from, until map[string]int64, turns int64, top int, label func(string) string, sep string) string {
 	if from == nil || until == nil || turns <= 0 {
 		return "n/a"
 	}
@@ -244,9 +284,9 @@ func commandsPerTurn(from, until map[string]int64, turns int64, top int) string 
 	per := func(n int64) string { return strconv.FormatFloat(float64(n)/float64(turns), 'f', 2, 64) }
 	parts := make([]string, 0, top)
 	for _, name := range names[:min(top, len(names))] {
-		parts = append(parts, strings.ToLower(name)+" "+per(delta[name]))
+		parts = append(parts, label(name)+" "+per(delta[name]))
 	}
-	return per(sum) + ": " + strings.Join(parts, ", ")
+	return per(sum) + ": " + strings.Join(parts, sep)
 }
 
 // countPerTurn formats a count's change per turn, less the bench's own
@@ -302,4 +342,15 @@ func (b *bencher) addUsage(section, unit string, from, until usage, turns int64,
 		}
 		b.rep.add(section, "  Postgres transactions / statements per "+unit+" (not the bench's own)", countPerTurn(from.pgXacts, until.pgXacts, own, turns)+" / "+stmts, "", "")
 	}
+}
+
+// noteStatements notes the Postgres statements per turn of a topology
+// between two samples, the most called by the start of their text (too
+// wide for the table).
+func (b *bencher) noteStatements(label string, from, until usage, turns int64) {
+	if from.pgCalls == nil || until.pgCalls == nil || turns <= 0 {
+		return
+	}
+	b.rep.note(fmt.Sprintf("throughput (%s): Postgres statements per turn, the bench's own included, then the most called: %s", label,
+		callsPerTurn(from.pgCalls, until.pgCalls, turns, 4, func(q string) string { return "«" + q + "…»" }, " ")))
 }

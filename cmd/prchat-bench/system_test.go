@@ -35,6 +35,10 @@ func TestRedisInfo(t *testing.T) {
 	if got, want := commandsPerTurn(from, calls, 10, 2), "6.30: xadd 4.00, evalsha 2.00"; got != want {
 		t.Errorf("commandsPerTurn = %q, want %q", got, want)
 	}
+	stmts := map[string]int64{"UPDATE turns SET state": 30, "SELECT 1": 5}
+	if got, want := callsPerTurn(map[string]int64{"UPDATE turns SET state": 10}, stmts, 10, 1, func(q string) string { return "«" + q + "»" }, " "), "2.50: «UPDATE turns SET state» 2.00"; got != want {
+		t.Errorf("callsPerTurn = %q, want %q", got, want)
+	}
 	if got := commandsPerTurn(nil, calls, 10, 2); got != "n/a" {
 		t.Errorf("commandsPerTurn with no first count = %q, want n/a", got)
 	}
