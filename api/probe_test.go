@@ -3,13 +3,16 @@ package api_test
 import (
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/prchat/prchat/api"
+	"github.com/prchat/prchat/chat/chattest"
 )
 
 // TestProbe: a worker's probe server answers /healthz and /metrics with
@@ -41,5 +44,35 @@ func TestProbe(t *testing.T) {
 	r := c.send(t, "GET", "/healthz", nil, "X-Request-Id", "probe-request-1")
 	if got := r.header.Get("X-Request-Id"); got != "probe-request-1" {
 		t.Errorf("X-Request-Id = %q, want the client's", got)
+	}
+}
+
+// TestShutdownBeforeServe: a server stopped before it began to serve (a
+// SIGTERM while the process started) serves nothing: Serve closes the
+// listener and returns, so that the process's stop does not wait for it
+// for good.
+func TestShutdownBeforeServe(t *testing.T) {
+	t.Parallel()
+	probe := api.NewProbe(api.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err := probe.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- probe.Serve(ln) }()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("Serve after Shutdown: %v", err)
+		}
+	case <-time.After(chattest.Patience()):
+		t.Fatal("Serve after Shutdown is still serving")
+	}
+	if conn, err := net.Dial("tcp", ln.Addr().String()); err == nil {
+		conn.Close()
+		t.Error("the listener still takes connections after Serve returned")
 	}
 }

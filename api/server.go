@@ -95,6 +95,7 @@ type Server struct {
 	mu       sync.Mutex
 	http     *http.Server
 	cancel   context.CancelFunc // ends the requests in flight (SSE streams)
+	shut     bool               // Shutdown was called: a later Serve serves nothing
 	stopping context.Context    // ends when Shutdown begins: streams say goodbye
 	stop     context.CancelFunc // of stopping
 	stopOnce sync.Once
@@ -157,9 +158,16 @@ func (s *Server) Routes() []Route {
 // Handler returns the server's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.echo }
 
-// Serve serves HTTP on ln until Shutdown.
+// Serve serves HTTP on ln until Shutdown. Called after Shutdown (a stop
+// that came while the process started), it closes ln and returns at once.
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
+	if s.shut {
+		// Stopped before it served (a signal during the start): never serve.
+		s.mu.Unlock()
+		_ = ln.Close()
+		return nil
+	}
 	base, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	s.http = &http.Server{
@@ -185,6 +193,7 @@ const streamGoodbyeWait = time.Second
 // requests in flight may finish until ctx ends. Safe to call twice.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
+	s.shut = true
 	srv, cancel := s.http, s.cancel
 	s.mu.Unlock()
 	s.stopOnce.Do(s.stop)
