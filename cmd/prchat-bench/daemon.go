@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -228,11 +229,31 @@ func (b *bencher) stopDaemon(d *benchDaemon) {
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-d.exited:
+		return
 	case <-time.After(daemonStopTimeout):
-		fmt.Fprintf(b.stderr, "prchat-bench: %s did not stop within %s; killing it\n", d.name, daemonStopTimeout)
+	}
+	// SIGQUIT makes a Go program print its goroutines and exit: where it
+	// hangs.
+	d.logs.capture()
+	_ = d.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-d.exited:
+	case <-time.After(5 * time.Second):
 		_ = d.cmd.Process.Kill()
 		<-d.exited
 	}
+	where := "its goroutines could not be written: "
+	f, err := os.CreateTemp("", "prchat-bench-"+d.name+"-*.goroutines")
+	if err == nil {
+		_, err = f.Write(d.logs.captured())
+		err = errors.Join(err, f.Close())
+	}
+	if err == nil {
+		where = "its goroutines are in " + f.Name()
+	} else {
+		where += err.Error()
+	}
+	fmt.Fprintf(b.stderr, "prchat-bench: %s did not stop within %s; killed it (%s)\n", d.name, daemonStopTimeout, where)
 }
 
 // daemonLog copies the first lines a daemon under test logs to the
@@ -247,6 +268,25 @@ type daemonLog struct {
 	lines      int
 	last       []byte
 	suppressed bool
+	// all, once capture was called, is everything written since
+	all *bytes.Buffer
+}
+
+// capture keeps everything the daemon writes from now on.
+func (l *daemonLog) capture() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.all = new(bytes.Buffer)
+}
+
+// captured is what the daemon wrote since capture.
+func (l *daemonLog) captured() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.all == nil {
+		return nil
+	}
+	return bytes.Clone(l.all.Bytes())
 }
 
 const daemonLogTail = 2048
@@ -255,6 +295,9 @@ const daemonLogTail = 2048
 func (l *daemonLog) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.all != nil {
+		l.all.Write(p)
+	}
 	l.last = append(l.last, p...)
 	if len(l.last) > 2*daemonLogTail {
 		l.last = append([]byte(nil), l.last[len(l.last)-daemonLogTail:]...)
