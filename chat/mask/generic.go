@@ -360,8 +360,15 @@ func assignAt(v *view, ks, a, b int) result {
 	start, end := i, 0
 	if q != 0 {
 		j := i
+		first := v.reach <= len(s) // no read past the end yet
 		for {
 			c := v.at(j)
+			if c < 0 && first {
+				// The value is still open at the end: the decision stays
+				// the same while the text grows by bytes that neither
+				// close nor escape it.
+				v.wait, v.waitEnd = openValue(q), start+maxValue+1
+			}
 			if c < 0 || c == '\n' || j-start > maxValue {
 				return noMatch
 			}
@@ -405,6 +412,24 @@ func assignAt(v *view, ks, a, b int) result {
 	}
 	return assignResult(s[a:b], &nk, kind, val, q != 0, start, end)
 }
+
+// openValue is the set of bytes that keep a value quoted with q open:
+// anything but q, a backslash and a newline.
+func openValue(q byte) *byteSet {
+	switch q {
+	case '"':
+		return setOpenDouble
+	case '\'':
+		return setOpenSingle
+	}
+	return setOpenBack
+}
+
+var (
+	setOpenDouble = notSet("\n\\\"")
+	setOpenSingle = notSet("\n\\'")
+	setOpenBack   = notSet("\n\\`")
+)
 
 // assignForm is the syntax an assignment was recognised in.
 type assignForm uint8
