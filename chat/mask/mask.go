@@ -297,16 +297,25 @@ func (m *Masker) advance(s string, from int, st uint32, hits []hit) (uint32, []h
 		if i, st = a.next(s, i, st); st < a.outBase {
 			continue // the end of s
 		}
-		q := a.index(st)
-		for _, ki := range a.outs[a.outStart[q]:a.outStart[q+1]] {
-			kw := &a.kws[ki]
-			ks := i - len(kw.lit)
-			if sp := m.specs[kw.rule]; !sp.rejects(s, ks, i, kw.lit) {
-				hits = append(hits, newHit(s, ks, i, ki, sp))
-			}
-		}
+		hits = m.hitsAt(s, i, st, hits)
 	}
 	return st, hits
+}
+
+// hitsAt appends to hits the keyword occurrences that end at i, where
+// the prefilter is in state st, except those their rule turns down at
+// once.
+func (m *Masker) hitsAt(s string, i int, st uint32, hits []hit) []hit {
+	a := m.ac
+	q := a.index(st)
+	for _, ki := range a.outs[a.outStart[q]:a.outStart[q+1]] {
+		kw := &a.kws[ki]
+		ks := i - len(kw.lit)
+		if sp := m.specs[kw.rule]; !sp.rejects(s, ks, i, kw.lit) {
+			hits = append(hits, newHit(s, ks, i, ki, sp))
+		}
+	}
+	return hits
 }
 
 // deferBytes is how far past its keyword a Stream lets the text grow

@@ -80,16 +80,20 @@ func (s *Stream) Write(delta string) string {
 	buf := s.buf
 	a := s.m.ac
 	quiet := len(s.hits) == 0 && len(s.done) == 0
+	n := len(s.hits)
 	if quiet {
 		// Most deltas end no keyword: then the prefilter's pass is all
 		// there is to do before the release.
-		if _, st := a.next(buf, from, s.st); st < a.outBase {
+		i, st := a.next(buf, from, s.st)
+		if st < a.outBase {
 			s.st = st
 			return s.releaseQuiet(buf)
 		}
+		// the pass goes on after the keyword it stopped at
+		s.st, s.hits = s.m.advance(buf, i, st, s.m.hitsAt(buf, i, st, s.hits))
+	} else {
+		s.st, s.hits = s.m.advance(buf, from, s.st, s.hits)
 	}
-	n := len(s.hits)
-	s.st, s.hits = s.m.advance(buf, from, s.st, s.hits)
 	if quiet && len(s.hits) == 0 {
 		return s.releaseQuiet(buf)
 	}
@@ -103,6 +107,10 @@ func (s *Stream) Write(delta string) string {
 			s.hits, s.done, s.wake = s.m.evalHits(buf, s.hits, s.skip, s.done)
 			if len(s.done) != nd {
 				s.fresh = false
+			} else if s.wake.limit <= s.out {
+				// nothing was decided and a keyword still holds the
+				// text not released yet: nothing more can be released
+				return ""
 			}
 		} else if s.wake.limit <= s.out {
 			// A keyword that has not woken holds the text that is not
