@@ -107,14 +107,12 @@ func (s *Stream) Write(delta string) string {
 			s.hits, s.done, s.wake = s.m.evalHits(buf, s.hits, s.skip, s.done)
 			if len(s.done) != nd {
 				s.fresh = false
-			} else if s.wake.limit <= s.out {
-				// nothing was decided and a keyword still holds the
-				// text not released yet: nothing more can be released
-				return ""
 			}
-		} else if s.wake.limit <= s.out {
-			// A keyword that has not woken holds the text that is not
-			// released yet: nothing more can be released.
+		}
+		if s.wake.limit <= s.out {
+			// A keyword still undecided holds the text that is not
+			// released yet: nothing more can be released (what was
+			// decided now is released by a later Write).
 			return ""
 		}
 		limit = s.wake.limit
