@@ -367,6 +367,18 @@ func (m *Masker) evalHits(s string, hits []hit, skip int, done []cand) (_ []hit,
 		if h.wait == nil || !h.asleep(s, &wc) {
 			kw := &m.ac.kws[h.ki]
 			sp := m.specs[kw.rule]
+			if sp.kind == kNear && h.wait == setNearWait && len(s) >= h.waitEnd {
+				// A service name whose window has arrived but whose last
+				// value is still arriving would wait for that value to
+				// end: it waits without walking the window.
+				if p, ok := nearValueArriving(s, h.ke); ok {
+					h.wait, h.waitEnd, h.seen = setNearValue, p+maxNearValue+1, len(s)
+					w.add(h)
+					hits[keep] = *h
+					keep++
+					continue
+				}
+			}
 			v := view{s: s, reach: h.ke, provisional: true}
 			n := len(done)
 			done = evalAt(&v, h.ks, h.ke, kw.lit, sp, &memo, done)
