@@ -364,9 +364,12 @@ func (m *Masker) evalHits(s string, hits []hit, skip int, done []cand) (_ []hit,
 		if h.ks < skip {
 			continue
 		}
-		if h.wait == nil || !h.asleep(s, &wc) {
-			kw := &m.ac.kws[h.ki]
-			sp := m.specs[kw.rule]
+		kw := &m.ac.kws[h.ki]
+		sp := m.specs[kw.rule]
+		// A keyword inside the key name the generic rule has just decided
+		// on (secret_key holds "secret" and "key") shares that decision
+		// (assignMemo), so it is decided with it, asleep or not.
+		if h.wait == nil || sp.kind == kAssign && memo.ok && memo.a <= h.ks && h.ke <= memo.b || !h.asleep(s, &wc) {
 			if sp.kind == kNear && h.wait == setNearWait && len(s) >= h.waitEnd {
 				// A service name whose window has arrived but whose last
 				// value is still arriving would wait for that value to
