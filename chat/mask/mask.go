@@ -564,6 +564,18 @@ func anyMasked(chosen []cand) bool {
 	return false
 }
 
+// renderedLen is the length of what render writes for s[from:to].
+func renderedLen(from, to int, chosen []cand) int {
+	n := to - from
+	for _, c := range chosen {
+		if c.end <= from || c.start >= to || c.protect {
+			continue
+		}
+		n += len(maskPrefix) + len(ruleName(c.id)) + 1 - (c.end - c.start)
+	}
+	return n
+}
+
 // render writes s[from:to] with the chosen spans replaced. Chosen spans must
 // not straddle from or to.
 func render(b *strings.Builder, s string, from, to int, chosen []cand) {
