@@ -1092,8 +1092,10 @@ func keyStart(s string, ks int) int {
 // an operator, a quote and the first bytes of a label. It returns len(s)
 // when there is none. The stream keeps where the runs of setBeforeValue
 // and setIdent bytes that end s start (trail), so that it need not walk
-// them back on each delta.
+// them back on each delta: beforeHold brings them up to date over the
+// text that arrived since it last looked.
 func beforeHold(s string, t *trail) int {
+	t.grow(s)
 	hold := len(s)
 	// inside an open quoted value
 	i := max(t.value, len(s)-maxBefore)
@@ -1128,31 +1130,31 @@ var setOpQuote = newSet("=:>\"'")
 var setBeforeLabel = newSet(" \t=:>\"'$")
 
 // trail is where the runs of bytes that beforeHold looks back over start
-// in a text that ends at the end of the stream's retained text.
+// in the stream's retained text up to end.
 type trail struct {
 	value int // the run of setBeforeValue bytes
 	ident int // the run of setIdent bytes
+	end   int
 }
 
 // grow updates t for s, which is t's text with bytes appended from
-// position from on.
-func (t *trail) grow(s string, from int) {
+// position t.end on.
+func (t *trail) grow(s string) {
 	// setIdent is a subset of setBeforeValue: one walk back finds both
-	ident, value := &trailIdent, &trailValue
-	d := s[from:]
-	i := len(d)
-	for i > 0 && ident[d[i-1]] {
+	from, i := t.end, len(s)
+	t.end = i
+	for i > from && trailIdent[s[i-1]] {
 		i--
 	}
-	if i == 0 {
+	if i == from {
 		return // both runs go on
 	}
-	t.ident = from + i
-	for i > 0 && value[d[i-1]] {
+	t.ident = i
+	for i > from && trailValue[s[i-1]] {
 		i--
 	}
-	if i > 0 {
-		t.value = from + i
+	if i > from {
+		t.value = i
 	}
 }
 
@@ -1163,5 +1165,5 @@ var trailIdent, trailValue = *setIdent, *setBeforeValue
 // shift moves t's positions n bytes to the left (the text lost n bytes at
 // its start).
 func (t *trail) shift(n int) {
-	t.value, t.ident = max(0, t.value-n), max(0, t.ident-n)
+	t.value, t.ident, t.end = max(0, t.value-n), max(0, t.ident-n), max(0, t.end-n)
 }
