@@ -628,7 +628,7 @@ func secretValue(val string, quoted bool, kind keyKind) (bool, textStats) {
 		}
 		return true, st
 	}
-	if strings.ContainsAny(val, " \t") {
+	if strings.IndexByte(val, ' ') >= 0 || strings.IndexByte(val, '\t') >= 0 {
 		return false, textStats{} // prose or a command, not a token
 	}
 	if st.digit == n {
@@ -792,11 +792,12 @@ func fillerInside(v string) bool {
 	seq := 1
 	var prev byte // the previous byte, folded
 	for i := 0; i < len(v); i++ {
-		c := lowerByte[v[i]]
-		if fillerMark[c] && fillerAt(v, i, c, words) {
+		x := fillerBytes[v[i]]
+		c := byte(x)
+		if x&fillerMark != 0 && fillerAt(v, i, c, words) {
 			return true
 		}
-		if c == prev+1 && i > 0 && setAlnum[c] {
+		if c == prev+1 && x&fillerAlnum != 0 && i > 0 {
 			seq++
 			if seq >= 8 {
 				return true
@@ -809,8 +810,27 @@ func fillerInside(v string) bool {
 	return false
 }
 
-// fillerMark are the folded bytes at which fillerAt looks.
-var fillerMark = newSet("x_y")
+// fillerBytes[b] is fold(b), with fillerMark set for the bytes at which
+// fillerAt looks (x, _ and y in either case) and fillerAlnum for letters
+// and digits: fillerInside reads one table a byte.
+var fillerBytes = func() (t [256]uint16) {
+	for b := range t {
+		t[b] = uint16(fold(byte(b)))
+		switch fold(byte(b)) {
+		case 'x', '_', 'y':
+			t[b] |= fillerMark
+		}
+		if setAlnum[b] {
+			t[b] |= fillerAlnum
+		}
+	}
+	return t
+}()
+
+const (
+	fillerMark  = 1 << 8
+	fillerAlnum = 1 << 9
+)
 
 // fillerAt reports placeholder text at v[i], whose folded byte c is an x
 // (the first of a run of five, or "example"), an underscore ("your_",

@@ -228,25 +228,26 @@ var byteClass = func() (t [256]uint8) {
 func statsOf(v string) textStats {
 	var cnt [256]uint32
 	var seen [256]byte
-	var cls [4]int
 	var t textStats
 	for i := 0; i < len(v); i++ {
 		c := v[i]
 		if cnt[c] == 0 {
-			seen[t.distinct] = c
+			seen[t.distinct&255] = c
 			t.distinct++
 		}
 		cnt[c]++
-		cls[byteClass[c]]++
 	}
-	t.lower, t.upper, t.digit, t.other = cls[0], cls[1], cls[2], cls[3]
 	if len(v) == 0 {
 		return t
 	}
-	// H = log2(n) - (1/n) * sum(c * log2(c)) over the byte counts c.
+	// H = log2(n) - (1/n) * sum(c * log2(c)) over the byte counts c; the
+	// classes are counted by distinct byte too.
+	var cls [4]int
 	sum := 0.0
 	for _, c := range seen[:t.distinct] {
-		if k := cnt[c]; k > 1 {
+		k := cnt[c]
+		cls[byteClass[c]] += int(k)
+		if k > 1 {
 			if k < uint32(len(klog2k)) {
 				sum += klog2k[k]
 			} else {
@@ -262,6 +263,7 @@ func statsOf(v string) textStats {
 		log2n = math.Log2(n)
 	}
 	t.entropy = log2n - sum/n
+	t.lower, t.upper, t.digit, t.other = cls[0], cls[1], cls[2], cls[3]
 	return t
 }
 
