@@ -400,7 +400,7 @@ var setNearWait = notSet("\n[")
 // s[from:] the start of a mask, which may end a service name's window
 // early.
 func nearWakes(s string, pair, from int) bool {
-	if strings.Contains(s[pair:], "\n\n") {
+	if i := strings.IndexByte(s[pair:], '\n'); i >= 0 && strings.Contains(s[pair+i:], "\n\n") {
 		return true
 	}
 	for i := from; i < len(s); i++ {

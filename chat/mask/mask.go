@@ -239,6 +239,14 @@ func (h *hit) asleep(s string, c *waitCache) bool {
 	if h.wait == nil || len(s) >= h.waitEnd {
 		return false
 	}
+	if h.wait == setNotNewline {
+		// the set most occurrences wait on: no cache needed
+		if strings.IndexByte(s[h.seen:], '\n') >= 0 {
+			return false
+		}
+		h.seen = len(s)
+		return true
+	}
 	if h.wait == setNearWait {
 		if nearWakes(s, max(h.ke, h.seen-1), h.seen) {
 			return false
@@ -256,22 +264,13 @@ func (h *hit) asleep(s string, c *waitCache) bool {
 		} else {
 			c.n++
 		}
-		c.set[k], c.seen[k], c.all[k] = h.wait, h.seen, waitHolds(s[h.seen:], h.wait)
+		c.set[k], c.seen[k], c.all[k] = h.wait, h.seen, allIn(s[h.seen:], h.wait)
 	}
 	if !c.all[k] {
 		return false
 	}
 	h.seen = len(s)
 	return true
-}
-
-// waitHolds reports whether t is all bytes of set: for setNotNewline,
-// the set most occurrences wait on, whether t holds no newline.
-func waitHolds(t string, set *byteSet) bool {
-	if set == setNotNewline {
-		return strings.IndexByte(t, '\n') < 0
-	}
-	return allIn(t, set)
 }
 
 // waitCache holds whether the text after seen is all bytes of set, for a
@@ -365,11 +364,11 @@ func (m *Masker) evalHits(s string, hits []hit, skip int, done []cand) (_ []hit,
 			continue
 		}
 		kw := &m.ac.kws[h.ki]
-		sp := m.specs[kw.rule]
 		// A keyword inside the key name the generic rule has just decided
 		// on (secret_key holds "secret" and "key") shares that decision
 		// (assignMemo), so it is decided with it, asleep or not.
-		if h.wait == nil || sp.kind == kAssign && memo.ok && memo.a <= h.ks && h.ke <= memo.b || !h.asleep(s, &wc) {
+		if h.wait == nil || memo.ok && memo.a <= h.ks && h.ke <= memo.b && m.specs[kw.rule].kind == kAssign || !h.asleep(s, &wc) {
+			sp := m.specs[kw.rule]
 			if sp.kind == kNear && h.wait == setNearWait && len(s) >= h.waitEnd {
 				// A service name whose window has arrived but whose last
 				// value is still arriving would wait for that value to
