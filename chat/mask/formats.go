@@ -429,7 +429,7 @@ var setNearValue = newSet("A-Za-z0-9_+/.-")
 // far; a Stream may wait for the run's end in both cases.
 func nearValueArriving(s string, ke int) (int, bool) {
 	p := len(s)
-	for p > ke && len(s)-p <= maxNearValue && setNearValue[s[p-1]] {
+	for lo := max(ke, len(s)-maxNearValue-1); p > lo && setNearValue[s[p-1]]; {
 		p--
 	}
 	return p, p < len(s) && p < ke+nearWindow && len(s)-p <= maxNearValue

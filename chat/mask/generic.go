@@ -987,7 +987,7 @@ func beforeValue(s string, e int) (vs, ve int) {
 	}
 	ve = e - 1
 	vs = ve
-	for vs > 0 && ve-vs < maxBefore && setBeforeValue[s[vs-1]] {
+	for lo := max(0, ve-maxBefore); vs > lo && setBeforeValue[s[vs-1]]; {
 		vs--
 	}
 	if vs == 0 || s[vs-1] != q || vs == ve {
@@ -998,7 +998,7 @@ func beforeValue(s string, e int) (vs, ve int) {
 
 // skipBlankBack skips at most 16 spaces and tabs before i.
 func skipBlankBack(s string, i int) int {
-	for k := 0; k < 16 && i > 0 && (s[i-1] == ' ' || s[i-1] == '\t'); k++ {
+	for lo := max(0, i-16); i > lo && (s[i-1] == ' ' || s[i-1] == '\t'); {
 		i--
 	}
 	return i
@@ -1099,8 +1099,8 @@ func assignStart(s string, ks int) int {
 
 // keyStart is where the key name that holds the keyword at ks starts.
 func keyStart(s string, ks int) int {
-	a := ks
-	for a > 0 && setIdent[s[a-1]] && ks-a < 128 {
+	a, lo := ks, max(0, ks-128)
+	for a > lo && setIdent[s[a-1]] {
 		a--
 	}
 	return a
