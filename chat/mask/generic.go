@@ -178,7 +178,10 @@ func (k *normKey) kind() keyKind {
 // with the key and the value quoted or not (also JSON-escaped quotes).
 func matchAssign(v *view, ks, ke int, memo *assignMemo) result {
 	s := v.s
-	a := keyStart(s, ks)
+	a := memo.key
+	if !memo.keyKnown || memo.keyKs != ks {
+		a = keyStart(s, ks)
+	}
 	b := v.run(ke, setIdent, 128)
 	if memo.ok && memo.a == a && memo.b == b {
 		if v.reach <= len(s) && memo.reach > len(s) {
@@ -210,6 +213,10 @@ type assignMemo struct {
 	// the view's wait after the decision
 	wait    *byteSet
 	waitEnd int
+	// keyStart(s, keyKs) when keyKnown (a Stream keeps it with the
+	// keyword)
+	keyKnown   bool
+	keyKs, key int
 }
 
 // assignAt is matchAssign for the key name s[a:b] that holds the keyword
@@ -1083,11 +1090,11 @@ func labelBefore(s string, a int) (vs, ve int, lq, op byte) {
 }
 
 // assignStart is the earliest position at which the generic rule's span
-// for the keyword at ks can start: a value written before its label, or
-// the keyword itself. It reads only text before ks, so a Stream can hold
-// that much back before the rule has run.
-func assignStart(s string, ks int) int {
-	a := keyStart(s, ks)
+// for the keyword at ks, whose key name starts at a (keyStart), can start:
+// a value written before its label, or the keyword itself. It reads only
+// text before ks, so a Stream can hold that much back before the rule has
+// run.
+func assignStart(s string, ks, a int) int {
 	if a == 0 || a >= 3 && s[a-3:a] == "://" {
 		return ks
 	}

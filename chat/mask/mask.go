@@ -229,6 +229,7 @@ type hit struct {
 	seen    int
 	waitEnd int
 	wait    *byteSet
+	key     int // the generic rule's keyword: where its key name starts (keyStart)
 }
 
 // asleep reports whether h's provisional decision would come out the same
@@ -284,7 +285,7 @@ type waitCache struct {
 
 // shift moves h's positions n bytes to the left.
 func (h *hit) shift(n int) {
-	h.ks, h.ke, h.lo, h.seen, h.waitEnd = h.ks-n, h.ke-n, h.lo-n, h.seen-n, h.waitEnd-n
+	h.ks, h.ke, h.lo, h.seen, h.waitEnd, h.key = h.ks-n, h.ke-n, h.lo-n, h.seen-n, h.waitEnd-n, h.key-n
 }
 
 // advance runs the prefilter over s[from:], starting in state st, and
@@ -333,7 +334,8 @@ func newHit(s string, ks, ke int, ki uint32, sp *spec) hit {
 	case kOwn:
 		h.wait = nil // decided by its own bytes
 	case kAssign:
-		h.lo = min(h.lo, assignStart(s, ks))
+		h.key = keyStart(s, ks)
+		h.lo = min(h.lo, assignStart(s, ks, h.key))
 	case kNear:
 		h.wait, h.waitEnd = setNearWait, ke+nearWindow+1
 	}
@@ -382,6 +384,9 @@ func (m *Masker) evalHits(s string, hits []hit, skip int, done []cand) (_ []hit,
 				}
 			}
 			v := view{s: s, reach: h.ke, provisional: true}
+			if sp.kind == kAssign {
+				memo.keyKnown, memo.keyKs, memo.key = true, h.ks, h.key
+			}
 			n := len(done)
 			done = evalAt(&v, h.ks, h.ke, kw.lit, sp, &memo, done)
 			if v.reach <= len(s) {
