@@ -47,10 +47,14 @@ func (v *view) at(i int) int {
 // at no more than limit bytes of the run.
 func (v *view) run(i int, set *byteSet, limit int) int {
 	s := v.s
-	end := min(len(s), i+limit)
 	j := i
-	for j < end && set[s[j]] {
-		j++
+	if end := min(len(s), i+limit); i < end {
+		t, k := s[i:end], 0
+		_ = set[0] // set is not nil: the loop need not check it on every byte
+		for k < len(t) && set[t[k]] {
+			k++
+		}
+		j += k
 	}
 	switch {
 	case j-i >= limit: // looked at s[i:j]
