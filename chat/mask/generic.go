@@ -149,17 +149,34 @@ func (k *normKey) kind() keyKind {
 	if k.has(namePublic) || k.has(nameCSRF) || k.has(nameXSRF) {
 		return kindNone
 	}
-	for _, s := range passwordSuffixes {
-		if k.hasSuffix(s) {
-			return kindPassword
-		}
+	if k.n == 0 {
+		return kindNone
 	}
-	for _, s := range secretSuffixes {
-		if k.hasSuffix(s) {
-			return kindSecret
+	for _, x := range suffixKinds[k.b[k.n-1]] {
+		if k.hasSuffix(x.suffix) {
+			return x.kind
 		}
 	}
 	return kindNone
+}
+
+// suffixKinds lists, by their last byte, passwordSuffixes (kindPassword)
+// and then secretSuffixes (kindSecret), so that kind compares a key only
+// with the suffixes that end as it does, in the same order.
+var suffixKinds = func() (t [256][]suffixKind) {
+	for _, s := range passwordSuffixes {
+		t[s[len(s)-1]] = append(t[s[len(s)-1]], suffixKind{s, kindPassword})
+	}
+	for _, s := range secretSuffixes {
+		t[s[len(s)-1]] = append(t[s[len(s)-1]], suffixKind{s, kindSecret})
+	}
+	return t
+}()
+
+// suffixKind is a key name suffix and the kind of key it makes.
+type suffixKind struct {
+	suffix string
+	kind   keyKind
 }
 
 // matchAssign is the generic rule: a key whose name says it holds a secret,
@@ -557,6 +574,7 @@ func contextualID(k *normKey, val string) (ruleID, bool) {
 var setAWSSession = newSet("A-Za-z0-9+/=%")
 
 func allIn(v string, set *byteSet) bool {
+	_ = set[0] // set is not nil: the loop need not check it on every byte
 	for i := 0; i < len(v); i++ {
 		if !set[v[i]] {
 			return false
@@ -1107,7 +1125,7 @@ func assignStart(s string, ks, a int) int {
 // keyStart is where the key name that holds the keyword at ks starts.
 func keyStart(s string, ks int) int {
 	a, lo := ks, max(0, ks-128)
-	for a > lo && setIdent[s[a-1]] {
+	for a > lo && trailIdent[s[a-1]] {
 		a--
 	}
 	return a
@@ -1186,7 +1204,8 @@ func (t *trail) grow(s string) {
 }
 
 // trailIdent and trailValue are setIdent and setBeforeValue as arrays of
-// their own, which trail.grow's loops read without loading a pointer.
+// their own, which trail.grow's and keyStart's loops read without loading
+// a pointer.
 var trailIdent, trailValue = *setIdent, *setBeforeValue
 
 // shift moves t's positions n bytes to the left (the text lost n bytes at
