@@ -25,26 +25,29 @@ type normKey struct {
 }
 
 func (k *normKey) set(ident string) {
-	var tmp [96]byte
-	n := 0
-	for i := len(ident) - 1; i >= 0 && n < len(tmp); i-- {
-		c := ident[i]
-		switch {
-		case 'A' <= c && c <= 'Z':
-			c += 'a' - 'A'
-		case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
-		default:
-			continue
+	// the key is read from its end and written to the end of k.b, then
+	// moved to its start
+	p := len(k.b)
+	for i := len(ident) - 1; i >= 0 && p > 0; i-- {
+		if c := keyByte[ident[i]]; c != 0 {
+			p--
+			k.b[p] = c
 		}
-		tmp[n] = c
-		n++
 	}
-	for i := 0; i < n; i++ {
-		k.b[i] = tmp[n-1-i]
-	}
-	k.n = n
-	k.names = keyNames().find(k.b[:n])
+	k.n = copy(k.b[:], k.b[p:])
+	k.names = keyNames().find(k.b[:k.n])
 }
+
+// keyByte[b] is b in lower case for letters and digits, 0 for the bytes
+// normKey drops.
+var keyByte = func() (t [256]byte) {
+	for b := range t {
+		if c := byte(b); isLetter(c) || isDigit(c) {
+			t[b] = fold(c)
+		}
+	}
+	return t
+}()
 
 func (k *normKey) hasSuffix(p string) bool {
 	return k.n >= len(p) && string(k.b[k.n-len(p):k.n]) == p

@@ -361,7 +361,7 @@ func (m *Masker) evalHits(s string, hits []hit, skip int, done []cand) (_ []hit,
 	var wc waitCache
 	keep := 0
 	for i := range hits {
-		h := &hits[i] // in place: a hit is seven words
+		h := &hits[i] // in place: a hit is eight words
 		if h.ks < skip {
 			continue
 		}
