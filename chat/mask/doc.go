@@ -186,15 +186,18 @@
 // of a value that runs to the end. It is made again only when the new text
 // can change it: when the first read past the end was a run of bytes (a
 // token body, a value, a key name; view.run records the run's byte set and
-// length limit), not while the text grows by bytes of that run alone; a
-// service name's window, not before a blank line, a mask or nearWindow
+// length limit) or a quoted value still open, not while the text grows by
+// bytes of that run alone (bytes that neither close nor escape the value);
+// a service name's window, not before a blank line, a mask or nearWindow
 // bytes have arrived, and after them not before the value still arriving
-// ends; any other, at the line's end or 32 bytes later. Skipping a decision
-// can only delay a release, never change what is masked. The stream sums
-// up the keywords it holds (the least start their spans could have, the
-// first byte count and the kinds of bytes that can wake one), so that a
-// Write whose delta wakes none of them does not look at each, and returns
-// at once when one of them holds everything not yet released. When no
+// ends (which the stream sees from the end of the text, without running the
+// rule); any other, at the line's end or 32 bytes later. Skipping a
+// decision can only delay a release, never change what is masked. The
+// stream sums up the keywords it holds (the least start their spans could
+// have, the first byte count and the kinds of bytes that can wake one), so
+// that a Write whose delta wakes none of them does not look at each, and
+// returns at once when one of them holds everything not yet released, also
+// right after deciding the ones that woke. When no
 // keyword is in play (most of ordinary text), Write runs the prefilter over
 // the delta alone and, when the delta ends no keyword, releases up to the
 // open end of the text (openEnd: a partly seen keyword, the lookback runs,
@@ -203,14 +206,17 @@
 // retained text, and text released with nothing masked in it is returned as
 // a substring of that block; a delta that does not fit moves the retained
 // text to a new block (at least 8 kB, and twice what it holds), so a block
-// is never grown by copying. The check for a value that a label could
-// still follow (beforeHold) reads where the trailing runs it looks back
-// over start from the stream, which updates them from each delta alone.
+// is never grown by copying. Text released with a mask in it is rendered
+// into an output block of the same kind and returned as a substring of it.
+// The check for a value that a label could still follow (beforeHold) reads
+// where the trailing runs it looks back over start from the stream, which
+// brings them up to date over the text that arrived since it last looked.
 //
 // Within one scan the keywords inside one key name (secret_key holds
-// "secret" and "key") share one decision of the generic rule, and the
-// names a key is checked for (public, csrf, the services) are found in
-// one pass over the key.
+// "secret" and "key") share one decision of the generic rule (a Stream
+// decides them in the same pass, and keeps where each key name starts),
+// and the names a key is checked for (public, csrf, the services) are
+// found in one pass over the key.
 //
 // # Comparison with gitleaks
 //

@@ -400,7 +400,7 @@ var setNearWait = notSet("\n[")
 // s[from:] the start of a mask, which may end a service name's window
 // early.
 func nearWakes(s string, pair, from int) bool {
-	if strings.Contains(s[pair:], "\n\n") {
+	if i := strings.IndexByte(s[pair:], '\n'); i >= 0 && strings.Contains(s[pair+i:], "\n\n") {
 		return true
 	}
 	for i := from; i < len(s); i++ {
@@ -419,6 +419,21 @@ func nearWakes(s string, pair, from int) bool {
 // setNearValue are the bytes of a value the dictionary rule reads after a
 // service's name; anything else separates values.
 var setNearValue = newSet("A-Za-z0-9_+/.-")
+
+// nearValueArriving reports whether the window of the service name that
+// ends at ke ends in s with a value still arriving: a run of setNearValue
+// bytes at the end of s that starts in the window (not before ke) and is
+// not too long for a shape yet. It returns where the run starts. Once the
+// window has arrived, matchNear's decision on s either reads to the end
+// of that run and waits for it to end, or it is final without reading as
+// far; a Stream may wait for the run's end in both cases.
+func nearValueArriving(s string, ke int) (int, bool) {
+	p := len(s)
+	for lo := max(ke, len(s)-maxNearValue-1); p > lo && setNearValue[s[p-1]]; {
+		p--
+	}
+	return p, p < len(s) && p < ke+nearWindow && len(s)-p <= maxNearValue
+}
 
 // matchNear is the dictionary rule: after a service's name (a word or a
 // part of an identifier: airbrake, AIRBRAKE_KEY, airbrakeKey, not

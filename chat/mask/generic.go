@@ -25,26 +25,29 @@ type normKey struct {
 }
 
 func (k *normKey) set(ident string) {
-	var tmp [96]byte
-	n := 0
-	for i := len(ident) - 1; i >= 0 && n < len(tmp); i-- {
-		c := ident[i]
-		switch {
-		case 'A' <= c && c <= 'Z':
-			c += 'a' - 'A'
-		case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
-		default:
-			continue
+	// the key is read from its end and written to the end of k.b, then
+	// moved to its start
+	p := len(k.b)
+	for i := len(ident) - 1; i >= 0 && p > 0; i-- {
+		if c := keyByte[ident[i]]; c != 0 {
+			p--
+			k.b[p] = c
 		}
-		tmp[n] = c
-		n++
 	}
-	for i := 0; i < n; i++ {
-		k.b[i] = tmp[n-1-i]
-	}
-	k.n = n
-	k.names = keyNames().find(k.b[:n])
+	k.n = copy(k.b[:], k.b[p:])
+	k.names = keyNames().find(k.b[:k.n])
 }
+
+// keyByte[b] is b in lower case for letters and digits, 0 for the bytes
+// normKey drops.
+var keyByte = func() (t [256]byte) {
+	for b := range t {
+		if c := byte(b); isLetter(c) || isDigit(c) {
+			t[b] = fold(c)
+		}
+	}
+	return t
+}()
 
 func (k *normKey) hasSuffix(p string) bool {
 	return k.n >= len(p) && string(k.b[k.n-len(p):k.n]) == p
@@ -149,17 +152,34 @@ func (k *normKey) kind() keyKind {
 	if k.has(namePublic) || k.has(nameCSRF) || k.has(nameXSRF) {
 		return kindNone
 	}
-	for _, s := range passwordSuffixes {
-		if k.hasSuffix(s) {
-			return kindPassword
-		}
+	if k.n == 0 {
+		return kindNone
 	}
-	for _, s := range secretSuffixes {
-		if k.hasSuffix(s) {
-			return kindSecret
+	for _, x := range suffixKinds[k.b[k.n-1]] {
+		if k.hasSuffix(x.suffix) {
+			return x.kind
 		}
 	}
 	return kindNone
+}
+
+// suffixKinds lists, by their last byte, passwordSuffixes (kindPassword)
+// and then secretSuffixes (kindSecret), so that kind compares a key only
+// with the suffixes that end as it does, in the same order.
+var suffixKinds = func() (t [256][]suffixKind) {
+	for _, s := range passwordSuffixes {
+		t[s[len(s)-1]] = append(t[s[len(s)-1]], suffixKind{s, kindPassword})
+	}
+	for _, s := range secretSuffixes {
+		t[s[len(s)-1]] = append(t[s[len(s)-1]], suffixKind{s, kindSecret})
+	}
+	return t
+}()
+
+// suffixKind is a key name suffix and the kind of key it makes.
+type suffixKind struct {
+	suffix string
+	kind   keyKind
 }
 
 // matchAssign is the generic rule: a key whose name says it holds a secret,
@@ -178,7 +198,10 @@ func (k *normKey) kind() keyKind {
 // with the key and the value quoted or not (also JSON-escaped quotes).
 func matchAssign(v *view, ks, ke int, memo *assignMemo) result {
 	s := v.s
-	a := keyStart(s, ks)
+	a := memo.key
+	if !memo.keyKnown || memo.keyKs != ks {
+		a = keyStart(s, ks)
+	}
 	b := v.run(ke, setIdent, 128)
 	if memo.ok && memo.a == a && memo.b == b {
 		if v.reach <= len(s) && memo.reach > len(s) {
@@ -210,6 +233,10 @@ type assignMemo struct {
 	// the view's wait after the decision
 	wait    *byteSet
 	waitEnd int
+	// keyStart(s, keyKs) when keyKnown (a Stream keeps it with the
+	// keyword)
+	keyKnown   bool
+	keyKs, key int
 }
 
 // assignAt is matchAssign for the key name s[a:b] that holds the keyword
@@ -360,8 +387,15 @@ func assignAt(v *view, ks, a, b int) result {
 	start, end := i, 0
 	if q != 0 {
 		j := i
+		first := v.reach <= len(s) // no read past the end yet
 		for {
 			c := v.at(j)
+			if c < 0 && first {
+				// The value is still open at the end: the decision stays
+				// the same while the text grows by bytes that neither
+				// close nor escape it.
+				v.wait, v.waitEnd = openValue(q), start+maxValue+1
+			}
 			if c < 0 || c == '\n' || j-start > maxValue {
 				return noMatch
 			}
@@ -405,6 +439,24 @@ func assignAt(v *view, ks, a, b int) result {
 	}
 	return assignResult(s[a:b], &nk, kind, val, q != 0, start, end)
 }
+
+// openValue is the set of bytes that keep a value quoted with q open:
+// anything but q, a backslash and a newline.
+func openValue(q byte) *byteSet {
+	switch q {
+	case '"':
+		return setOpenDouble
+	case '\'':
+		return setOpenSingle
+	}
+	return setOpenBack
+}
+
+var (
+	setOpenDouble = notSet("\n\\\"")
+	setOpenSingle = notSet("\n\\'")
+	setOpenBack   = notSet("\n\\`")
+)
 
 // assignForm is the syntax an assignment was recognised in.
 type assignForm uint8
@@ -525,6 +577,7 @@ func contextualID(k *normKey, val string) (ruleID, bool) {
 var setAWSSession = newSet("A-Za-z0-9+/=%")
 
 func allIn(v string, set *byteSet) bool {
+	_ = set[0] // set is not nil: the loop need not check it on every byte
 	for i := 0; i < len(v); i++ {
 		if !set[v[i]] {
 			return false
@@ -603,7 +656,7 @@ func secretValue(val string, quoted bool, kind keyKind) (bool, textStats) {
 		}
 		return true, st
 	}
-	if strings.ContainsAny(val, " \t") {
+	if strings.IndexByte(val, ' ') >= 0 || strings.IndexByte(val, '\t') >= 0 {
 		return false, textStats{} // prose or a command, not a token
 	}
 	if st.digit == n {
@@ -767,11 +820,12 @@ func fillerInside(v string) bool {
 	seq := 1
 	var prev byte // the previous byte, folded
 	for i := 0; i < len(v); i++ {
-		c := lowerByte[v[i]]
-		if fillerMark[c] && fillerAt(v, i, c, words) {
+		x := fillerBytes[v[i]]
+		c := byte(x)
+		if x&fillerMark != 0 && fillerAt(v, i, c, words) {
 			return true
 		}
-		if c == prev+1 && i > 0 && setAlnum[c] {
+		if c == prev+1 && x&fillerAlnum != 0 && i > 0 {
 			seq++
 			if seq >= 8 {
 				return true
@@ -784,8 +838,27 @@ func fillerInside(v string) bool {
 	return false
 }
 
-// fillerMark are the folded bytes at which fillerAt looks.
-var fillerMark = newSet("x_y")
+// fillerBytes[b] is fold(b), with fillerMark set for the bytes at which
+// fillerAt looks (x, _ and y in either case) and fillerAlnum for letters
+// and digits: fillerInside reads one table a byte.
+var fillerBytes = func() (t [256]uint16) {
+	for b := range t {
+		t[b] = uint16(fold(byte(b)))
+		switch fold(byte(b)) {
+		case 'x', '_', 'y':
+			t[b] |= fillerMark
+		}
+		if setAlnum[b] {
+			t[b] |= fillerAlnum
+		}
+	}
+	return t
+}()
+
+const (
+	fillerMark  = 1 << 8
+	fillerAlnum = 1 << 9
+)
 
 // fillerAt reports placeholder text at v[i], whose folded byte c is an x
 // (the first of a run of five, or "example"), an underscore ("your_",
@@ -942,7 +1015,7 @@ func beforeValue(s string, e int) (vs, ve int) {
 	}
 	ve = e - 1
 	vs = ve
-	for vs > 0 && ve-vs < maxBefore && setBeforeValue[s[vs-1]] {
+	for lo := max(0, ve-maxBefore); vs > lo && setBeforeValue[s[vs-1]]; {
 		vs--
 	}
 	if vs == 0 || s[vs-1] != q || vs == ve {
@@ -953,7 +1026,7 @@ func beforeValue(s string, e int) (vs, ve int) {
 
 // skipBlankBack skips at most 16 spaces and tabs before i.
 func skipBlankBack(s string, i int) int {
-	for k := 0; k < 16 && i > 0 && (s[i-1] == ' ' || s[i-1] == '\t'); k++ {
+	for lo := max(0, i-16); i > lo && (s[i-1] == ' ' || s[i-1] == '\t'); {
 		i--
 	}
 	return i
@@ -1038,11 +1111,11 @@ func labelBefore(s string, a int) (vs, ve int, lq, op byte) {
 }
 
 // assignStart is the earliest position at which the generic rule's span
-// for the keyword at ks can start: a value written before its label, or
-// the keyword itself. It reads only text before ks, so a Stream can hold
-// that much back before the rule has run.
-func assignStart(s string, ks int) int {
-	a := keyStart(s, ks)
+// for the keyword at ks, whose key name starts at a (keyStart), can start:
+// a value written before its label, or the keyword itself. It reads only
+// text before ks, so a Stream can hold that much back before the rule has
+// run.
+func assignStart(s string, ks, a int) int {
 	if a == 0 || a >= 3 && s[a-3:a] == "://" {
 		return ks
 	}
@@ -1054,8 +1127,8 @@ func assignStart(s string, ks int) int {
 
 // keyStart is where the key name that holds the keyword at ks starts.
 func keyStart(s string, ks int) int {
-	a := ks
-	for a > 0 && setIdent[s[a-1]] && ks-a < 128 {
+	a, lo := ks, max(0, ks-128)
+	for a > lo && trailIdent[s[a-1]] {
 		a--
 	}
 	return a
@@ -1067,8 +1140,10 @@ func keyStart(s string, ks int) int {
 // an operator, a quote and the first bytes of a label. It returns len(s)
 // when there is none. The stream keeps where the runs of setBeforeValue
 // and setIdent bytes that end s start (trail), so that it need not walk
-// them back on each delta.
+// them back on each delta: beforeHold brings them up to date over the
+// text that arrived since it last looked.
 func beforeHold(s string, t *trail) int {
+	t.grow(s)
 	hold := len(s)
 	// inside an open quoted value
 	i := max(t.value, len(s)-maxBefore)
@@ -1103,40 +1178,41 @@ var setOpQuote = newSet("=:>\"'")
 var setBeforeLabel = newSet(" \t=:>\"'$")
 
 // trail is where the runs of bytes that beforeHold looks back over start
-// in a text that ends at the end of the stream's retained text.
+// in the stream's retained text up to end.
 type trail struct {
 	value int // the run of setBeforeValue bytes
 	ident int // the run of setIdent bytes
+	end   int
 }
 
 // grow updates t for s, which is t's text with bytes appended from
-// position from on.
-func (t *trail) grow(s string, from int) {
+// position t.end on.
+func (t *trail) grow(s string) {
 	// setIdent is a subset of setBeforeValue: one walk back finds both
-	ident, value := &trailIdent, &trailValue
-	d := s[from:]
-	i := len(d)
-	for i > 0 && ident[d[i-1]] {
+	from, i := t.end, len(s)
+	t.end = i
+	for i > from && trailIdent[s[i-1]] {
 		i--
 	}
-	if i == 0 {
+	if i == from {
 		return // both runs go on
 	}
-	t.ident = from + i
-	for i > 0 && value[d[i-1]] {
+	t.ident = i
+	for i > from && trailValue[s[i-1]] {
 		i--
 	}
-	if i > 0 {
-		t.value = from + i
+	if i > from {
+		t.value = i
 	}
 }
 
 // trailIdent and trailValue are setIdent and setBeforeValue as arrays of
-// their own, which trail.grow's loops read without loading a pointer.
+// their own, which trail.grow's and keyStart's loops read without loading
+// a pointer.
 var trailIdent, trailValue = *setIdent, *setBeforeValue
 
 // shift moves t's positions n bytes to the left (the text lost n bytes at
 // its start).
 func (t *trail) shift(n int) {
-	t.value, t.ident = max(0, t.value-n), max(0, t.ident-n)
+	t.value, t.ident, t.end = max(0, t.value-n), max(0, t.ident-n), max(0, t.end-n)
 }

@@ -229,6 +229,7 @@ type hit struct {
 	seen    int
 	waitEnd int
 	wait    *byteSet
+	key     int // the generic rule's keyword: where its key name starts (keyStart)
 }
 
 // asleep reports whether h's provisional decision would come out the same
@@ -238,6 +239,14 @@ type hit struct {
 func (h *hit) asleep(s string, c *waitCache) bool {
 	if h.wait == nil || len(s) >= h.waitEnd {
 		return false
+	}
+	if h.wait == setNotNewline {
+		// the set most occurrences wait on: no cache needed
+		if strings.IndexByte(s[h.seen:], '\n') >= 0 {
+			return false
+		}
+		h.seen = len(s)
+		return true
 	}
 	if h.wait == setNearWait {
 		if nearWakes(s, max(h.ke, h.seen-1), h.seen) {
@@ -256,22 +265,13 @@ func (h *hit) asleep(s string, c *waitCache) bool {
 		} else {
 			c.n++
 		}
-		c.set[k], c.seen[k], c.all[k] = h.wait, h.seen, waitHolds(s[h.seen:], h.wait)
+		c.set[k], c.seen[k], c.all[k] = h.wait, h.seen, allIn(s[h.seen:], h.wait)
 	}
 	if !c.all[k] {
 		return false
 	}
 	h.seen = len(s)
 	return true
-}
-
-// waitHolds reports whether t is all bytes of set: for setNotNewline,
-// the set most occurrences wait on, whether t holds no newline.
-func waitHolds(t string, set *byteSet) bool {
-	if set == setNotNewline {
-		return strings.IndexByte(t, '\n') < 0
-	}
-	return allIn(t, set)
 }
 
 // waitCache holds whether the text after seen is all bytes of set, for a
@@ -285,7 +285,7 @@ type waitCache struct {
 
 // shift moves h's positions n bytes to the left.
 func (h *hit) shift(n int) {
-	h.ks, h.ke, h.lo, h.seen, h.waitEnd = h.ks-n, h.ke-n, h.lo-n, h.seen-n, h.waitEnd-n
+	h.ks, h.ke, h.lo, h.seen, h.waitEnd, h.key = h.ks-n, h.ke-n, h.lo-n, h.seen-n, h.waitEnd-n, h.key-n
 }
 
 // advance runs the prefilter over s[from:], starting in state st, and
@@ -297,16 +297,25 @@ func (m *Masker) advance(s string, from int, st uint32, hits []hit) (uint32, []h
 		if i, st = a.next(s, i, st); st < a.outBase {
 			continue // the end of s
 		}
-		q := a.index(st)
-		for _, ki := range a.outs[a.outStart[q]:a.outStart[q+1]] {
-			kw := &a.kws[ki]
-			ks := i - len(kw.lit)
-			if sp := m.specs[kw.rule]; !sp.rejects(s, ks, i, kw.lit) {
-				hits = append(hits, newHit(s, ks, i, ki, sp))
-			}
-		}
+		hits = m.hitsAt(s, i, st, hits)
 	}
 	return st, hits
+}
+
+// hitsAt appends to hits the keyword occurrences that end at i, where
+// the prefilter is in state st, except those their rule turns down at
+// once.
+func (m *Masker) hitsAt(s string, i int, st uint32, hits []hit) []hit {
+	a := m.ac
+	q := a.index(st)
+	for _, ki := range a.outs[a.outStart[q]:a.outStart[q+1]] {
+		kw := &a.kws[ki]
+		ks := i - len(kw.lit)
+		if sp := m.specs[kw.rule]; !sp.rejects(s, ks, i, kw.lit) {
+			hits = append(hits, newHit(s, ks, i, ki, sp))
+		}
+	}
+	return hits
 }
 
 // deferBytes is how far past its keyword a Stream lets the text grow
@@ -325,7 +334,8 @@ func newHit(s string, ks, ke int, ki uint32, sp *spec) hit {
 	case kOwn:
 		h.wait = nil // decided by its own bytes
 	case kAssign:
-		h.lo = min(h.lo, assignStart(s, ks))
+		h.key = keyStart(s, ks)
+		h.lo = min(h.lo, assignStart(s, ks, h.key))
 	case kNear:
 		h.wait, h.waitEnd = setNearWait, ke+nearWindow+1
 	}
@@ -351,14 +361,32 @@ func (m *Masker) evalHits(s string, hits []hit, skip int, done []cand) (_ []hit,
 	var wc waitCache
 	keep := 0
 	for i := range hits {
-		h := &hits[i] // in place: a hit is seven words
+		h := &hits[i] // in place: a hit is eight words
 		if h.ks < skip {
 			continue
 		}
-		if h.wait == nil || !h.asleep(s, &wc) {
-			kw := &m.ac.kws[h.ki]
+		kw := &m.ac.kws[h.ki]
+		// A keyword inside the key name the generic rule has just decided
+		// on (secret_key holds "secret" and "key") shares that decision
+		// (assignMemo), so it is decided with it, asleep or not.
+		if h.wait == nil || memo.ok && memo.a <= h.ks && h.ke <= memo.b && m.specs[kw.rule].kind == kAssign || !h.asleep(s, &wc) {
 			sp := m.specs[kw.rule]
+			if sp.kind == kNear && h.wait == setNearWait && len(s) >= h.waitEnd {
+				// A service name whose window has arrived but whose last
+				// value is still arriving would wait for that value to
+				// end: it waits without walking the window.
+				if p, ok := nearValueArriving(s, h.ke); ok {
+					h.wait, h.waitEnd, h.seen = setNearValue, p+maxNearValue+1, len(s)
+					w.add(h)
+					hits[keep] = *h
+					keep++
+					continue
+				}
+			}
 			v := view{s: s, reach: h.ke, provisional: true}
+			if sp.kind == kAssign {
+				memo.keyKnown, memo.keyKs, memo.key = true, h.ks, h.key
+			}
 			n := len(done)
 			done = evalAt(&v, h.ks, h.ke, kw.lit, sp, &memo, done)
 			if v.reach <= len(s) {
@@ -538,6 +566,18 @@ func anyMasked(chosen []cand) bool {
 		}
 	}
 	return false
+}
+
+// renderedLen is the length of what render writes for s[from:to].
+func renderedLen(from, to int, chosen []cand) int {
+	n := to - from
+	for _, c := range chosen {
+		if c.end <= from || c.start >= to || c.protect {
+			continue
+		}
+		n += len(maskPrefix) + len(ruleName(c.id)) + 1 - (c.end - c.start)
+	}
+	return n
 }
 
 // render writes s[from:to] with the chosen spans replaced. Chosen spans must

@@ -19,6 +19,10 @@ type Stream struct {
 	// not fit moves the retained text to a new block.
 	blk  strings.Builder
 	base int
+	// Masked text is rendered into outBlk the same way: each release is
+	// a substring of it, and a release that does not fit starts a new one.
+	outBlk strings.Builder
+
 	buf  string // retained text: context, released text not yet forgotten, pending text
 	skip int    // keywords starting before buf[skip:] have been dealt with
 	out  int    // bytes of buf already released
@@ -80,16 +84,20 @@ func (s *Stream) Write(delta string) string {
 	buf := s.buf
 	a := s.m.ac
 	quiet := len(s.hits) == 0 && len(s.done) == 0
+	n := len(s.hits)
 	if quiet {
 		// Most deltas end no keyword: then the prefilter's pass is all
 		// there is to do before the release.
-		if _, st := a.next(buf, from, s.st); st < a.outBase {
+		i, st := a.next(buf, from, s.st)
+		if st < a.outBase {
 			s.st = st
 			return s.releaseQuiet(buf)
 		}
+		// the pass goes on after the keyword it stopped at
+		s.st, s.hits = s.m.advance(buf, i, st, s.m.hitsAt(buf, i, st, s.hits))
+	} else {
+		s.st, s.hits = s.m.advance(buf, from, s.st, s.hits)
 	}
-	n := len(s.hits)
-	s.st, s.hits = s.m.advance(buf, from, s.st, s.hits)
 	if quiet && len(s.hits) == 0 {
 		return s.releaseQuiet(buf)
 	}
@@ -104,9 +112,11 @@ func (s *Stream) Write(delta string) string {
 			if len(s.done) != nd {
 				s.fresh = false
 			}
-		} else if s.wake.limit <= s.out {
-			// A keyword that has not woken holds the text that is not
-			// released yet: nothing more can be released.
+		}
+		if s.wake.limit <= s.out {
+			// A keyword still undecided holds the text that is not
+			// released yet: nothing more can be released (what was
+			// decided now is released by a later Write).
 			return ""
 		}
 		limit = s.wake.limit
@@ -167,9 +177,7 @@ func (s *Stream) append(delta string) {
 		s.base = 0
 	}
 	s.blk.WriteString(delta)
-	from := len(s.buf)
 	s.buf = s.blk.String()[s.base:]
-	s.trail.grow(s.buf, from)
 }
 
 // forget drops the first n bytes of the retained text, which lie before
@@ -211,10 +219,14 @@ func (s *Stream) release(buf string, f int, chosen []cand) string {
 	if !masked {
 		return buf[from:f]
 	}
-	var b strings.Builder
-	b.Grow(f - from)
-	render(&b, buf, from, f, chosen)
-	return b.String()
+	n := renderedLen(from, f, chosen)
+	if s.outBlk.Cap()-s.outBlk.Len() < n {
+		s.outBlk = strings.Builder{}
+		s.outBlk.Grow(max(streamBlock, n))
+	}
+	start := s.outBlk.Len()
+	render(&s.outBlk, buf, from, f, chosen)
+	return s.outBlk.String()[start:]
 }
 
 // Flush returns the masked remainder of the stream and resets it, so the
@@ -224,7 +236,7 @@ func (s *Stream) Flush() string {
 		return ""
 	}
 	buf, out, skip := s.buf, s.out, s.skip
-	s.blk = strings.Builder{}
+	s.blk, s.outBlk = strings.Builder{}, strings.Builder{}
 	s.base, s.buf, s.out, s.skip, s.st, s.hits, s.done, s.trail = 0, "", 0, 0, 0, s.hits[:0], s.done[:0], trail{}
 	s.wake, s.fresh = noWake, false
 	if out >= len(buf) {

@@ -47,10 +47,14 @@ func (v *view) at(i int) int {
 // at no more than limit bytes of the run.
 func (v *view) run(i int, set *byteSet, limit int) int {
 	s := v.s
-	end := min(len(s), i+limit)
 	j := i
-	for j < end && set[s[j]] {
-		j++
+	if end := min(len(s), i+limit); i < end {
+		t, k := s[i:end], 0
+		_ = set[0] // set is not nil: the loop need not check it on every byte
+		for k < len(t) && set[t[k]] {
+			k++
+		}
+		j += k
 	}
 	switch {
 	case j-i >= limit: // looked at s[i:j]
@@ -228,25 +232,26 @@ var byteClass = func() (t [256]uint8) {
 func statsOf(v string) textStats {
 	var cnt [256]uint32
 	var seen [256]byte
-	var cls [4]int
 	var t textStats
 	for i := 0; i < len(v); i++ {
 		c := v[i]
 		if cnt[c] == 0 {
-			seen[t.distinct] = c
+			seen[t.distinct&255] = c
 			t.distinct++
 		}
 		cnt[c]++
-		cls[byteClass[c]]++
 	}
-	t.lower, t.upper, t.digit, t.other = cls[0], cls[1], cls[2], cls[3]
 	if len(v) == 0 {
 		return t
 	}
-	// H = log2(n) - (1/n) * sum(c * log2(c)) over the byte counts c.
+	// H = log2(n) - (1/n) * sum(c * log2(c)) over the byte counts c; the
+	// classes are counted by distinct byte too.
+	var cls [4]int
 	sum := 0.0
 	for _, c := range seen[:t.distinct] {
-		if k := cnt[c]; k > 1 {
+		k := cnt[c]
+		cls[byteClass[c]] += int(k)
+		if k > 1 {
 			if k < uint32(len(klog2k)) {
 				sum += klog2k[k]
 			} else {
@@ -262,6 +267,7 @@ func statsOf(v string) textStats {
 		log2n = math.Log2(n)
 	}
 	t.entropy = log2n - sum/n
+	t.lower, t.upper, t.digit, t.other = cls[0], cls[1], cls[2], cls[3]
 	return t
 }
 
