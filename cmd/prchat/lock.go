@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+	"time"
 )
 
 // lockDataDir takes the data directory's lock file for a daemon that keeps
@@ -29,7 +30,7 @@ func lockDataDir(cfg Config, cmd string) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lock the data directory: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := flockSoon(f); err != nil {
 		raw, _ := os.ReadFile(path)
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
@@ -45,4 +46,24 @@ func lockDataDir(cfg Config, cmd string) (*os.File, error) {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	return f, nil
+}
+
+// lockWait is how long lockDataDir waits for a lock that is held: a
+// daemon started just as another stops may find the lock still held for
+// a moment, by the stopping process or by a child forked before the lock
+// was closed that has not yet started its program (the lock's descriptor
+// is closed only then).
+const lockWait = 2 * time.Second
+
+// flockSoon takes an exclusive flock of f, trying again for lockWait while
+// another holds it.
+func flockSoon(f *os.File) error {
+	deadline := time.Now().Add(lockWait)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
