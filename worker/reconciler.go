@@ -349,10 +349,11 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) (Counts, error) {
 	// before both. A job that ends between the reads ends with its turn, so
 	// the turn is no longer pending when it is read (the other way round, a
 	// drain of thousands of turns finished hundreds of them in the gap, and
-	// each looked as if its job were lost). A turn that gets its first job
-	// after the jobs were read was created after the pass's time, so Grace
-	// covers it; one that gets a later job meanwhile (handed on) is
-	// enqueued again at worst, and Enqueue reads it again first.
+	// each looked as if its job were lost). A turn whose first job comes
+	// after the jobs were read is younger than Grace at the pass's time (the
+	// API enqueues right after storing); one that gets a later job meanwhile
+	// (handed on) is enqueued again at worst, and Enqueue reads it again
+	// first.
 	now := r.cfg.Now()
 	queues, err := r.queue.Queues(ctx)
 	if err != nil {
