@@ -213,10 +213,11 @@ func TestRunOfASettledTurnDoesNothing(t *testing.T) {
 	}
 }
 
-// TestEnqueueLeavesATurnThatMovedOn: the reconciler reads the pending turns
-// before their jobs, so it may find a turn queued whose run since took it,
-// finished it and deleted its job. Enqueue reads the turn again and leaves
-// it: no second job, no claim that loses.
+// TestEnqueueLeavesATurnThatMovedOn: the reconciler's read of a turn may be
+// stale by the time it enqueues the turn's job: a run may since have taken
+// the turn, finished it and deleted its job, or the turn may be gone.
+// Enqueue reads the turn again and leaves it: no second job, no claim that
+// loses.
 func TestEnqueueLeavesATurnThatMovedOn(t *testing.T) {
 	t.Parallel()
 	f := setup(t)

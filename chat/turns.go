@@ -275,10 +275,11 @@ func (s *Turns) enqueue(ctx context.Context, t Turn, feed ...FeedEvent) {
 // reconciler's way to recover a job that Redis lost). t is the turn as the
 // caller read it: Enqueue reads it again first and leaves alone a turn
 // that is gone or whose state or fence changed since (a run took it, or it
-// settled, after the caller's read), reporting false. A reconciler's read
-// of thousands of pending turns takes a while, and the jobs of the turns
-// that finish meanwhile are gone by the time it looks for them; enqueued
-// again, each would cost a job, a claim that loses and its Redis calls.
+// settled, after the caller's read), reporting false: a reconciler's pass
+// over thousands of pending turns takes a while, and a turn it read may
+// have been handed on, claimed or finished by the time it gets to it;
+// enqueued again, each would cost a job, a claim that loses and its Redis
+// calls.
 func (s *Turns) Enqueue(ctx context.Context, t Turn) (bool, error) {
 	now, err := s.store.TurnByID(ctx, t.ID)
 	switch {
