@@ -22,9 +22,11 @@ const (
 	eventBatch = 1000
 )
 
-// pending is the SQL condition of a turn that is queued or running, spelt as
-// in the partial indexes so that the planner can use them.
-const pending = `state IN ('queued', 'running')`
+// pending is the SQL condition of a turn that is queued or running. Its
+// finished_at term is the one the partial indexes of Postgres name, so
+// that the planner can use them (a check there keeps the two terms the
+// same; see migration 00009), its state term the one SQLite's do.
+const pending = `state IN ('queued', 'running') AND finished_at IS NULL`
 
 // lastSeqAtLeast sets last_seq to the larger of itself and a parameter given
 // twice.

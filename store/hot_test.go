@@ -1,0 +1,118 @@
+package store_test
+
+import (
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/store"
+	"github.com/prchat/prchat/store/storetest"
+)
+
+// TestClaimChangesNoIndexedColumn checks, on Postgres, what a claim and a
+// release need to be HOT updates (no index entry, the new version on the
+// turn's page): no index of the turns covers or filters on a column they
+// set, and the table leaves room on its pages for the new versions.
+func TestClaimChangesNoIndexedColumn(t *testing.T) {
+	u := os.Getenv(storetest.EnvDatabaseURL)
+	if u == "" {
+		t.Skip("HOT updates are Postgres'; set " + storetest.EnvDatabaseURL)
+	}
+	t.Parallel()
+	s := storetest.NewPostgres(t, u)
+	db := s.DB().WithContext(t.Context())
+	var indexes []struct {
+		Name    string
+		Columns string // the key columns, comma-separated
+		Pred    string // the predicate and expressions, as Postgres prints them
+	}
+	if err := db.Raw(`SELECT c.relname AS name,
+    (SELECT string_agg(a.attname, ',') FROM pg_attribute a WHERE a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)) AS columns,
+    coalesce(pg_get_expr(i.indpred, i.indrelid), '') || ' ' || coalesce(pg_get_expr(i.indexprs, i.indrelid), '') AS pred
+FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+WHERE i.indrelid = 'turns'::regclass`).Scan(&indexes).Error; err != nil {
+		t.Fatal(err)
+	}
+	if len(indexes) < 4 {
+		t.Fatalf("turns has %d indexes, want its 4 at least: %+v", len(indexes), indexes)
+	}
+	// ClaimTurn sets these, ReleaseTurn state and runner.
+	claimSets := []string{"state", "fence", "runner", "started_at"}
+	for _, ix := range indexes {
+		for _, col := range claimSets {
+			if slices.Contains(strings.Split(ix.Columns, ","), col) || regexp.MustCompile(`\b`+col+`\b`).MatchString(ix.Pred) {
+				t.Errorf("index %s (columns %s, %s) covers %s, which a claim sets: claims are not HOT updates", ix.Name, ix.Columns, ix.Pred, col)
+			}
+		}
+	}
+	var options []string
+	if err := db.Raw(`SELECT unnest(reloptions) FROM pg_class WHERE oid = 'turns'::regclass`).Scan(&options).Error; err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(options, func(o string) bool { return strings.HasPrefix(o, "fillfactor=") && o != "fillfactor=100" }) {
+		t.Errorf("turns' options %v leave no room on a page for a turn's next version", options)
+	}
+}
+
+// TestPendingIsUnfinished checks that a turn is pending exactly while it
+// has no finished_at, which the pending indexes of Postgres rely on: every
+// settle sets it, a release keeps it empty, and Postgres refuses a final
+// turn without it.
+func TestPendingIsUnfinished(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		f := setup(t, s)
+		_, finished := f.converse(t)
+		run := f.claim(t, finished.ID, "w1/1")
+		if _, err := s.ReleaseTurn(ctx, finished.ID, run.Fence); err != nil {
+			t.Fatal(err)
+		}
+		if got := pendingIDs(t, s); !slices.Contains(got, finished.ID) {
+			t.Fatalf("released turn %s not pending: %v", finished.ID, got)
+		}
+		run = f.claim(t, finished.ID, "w1/2")
+		if err := s.FinishTurn(ctx, finished.ID, run.Fence, chat.Outcome{State: chat.StateSucceeded}); err != nil {
+			t.Fatal(err)
+		}
+		_, settled := f.converse(t)
+		if _, err := s.SettleTurn(ctx, settled.ID, chat.StateCancelled, chat.ReasonCancelled, "", nil); err != nil {
+			t.Fatal(err)
+		}
+		_, queued := f.converse(t)
+		if got := pendingIDs(t, s); !slices.Equal(got, []string{queued.ID}) {
+			t.Fatalf("pending turns %v, want only %s", got, queued.ID)
+		}
+		for _, id := range []string{finished.ID, settled.ID} {
+			turn, err := s.TurnByID(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if turn.FinishedAt == nil {
+				t.Errorf("turn %s is %s without finished_at", id, turn.State)
+			}
+		}
+		if s.DB().Dialector.Name() == "postgres" {
+			err := s.DB().WithContext(ctx).Exec(`UPDATE turns SET state = 'failed' WHERE id = ?`, queued.ID).Error
+			if err == nil || !strings.Contains(err.Error(), "turns_pending_unfinished_check") {
+				t.Errorf("a final turn without finished_at: error %v, want the check turns_pending_unfinished_check", err)
+			}
+		}
+	})
+}
+
+func pendingIDs(t *testing.T, s *store.Store) []string {
+	t.Helper()
+	turns, err := s.PendingTurns(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, turn := range turns {
+		ids = append(ids, turn.ID)
+	}
+	return ids
+}
