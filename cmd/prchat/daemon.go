@@ -56,6 +56,9 @@ type options struct {
 	commentLease   time.Duration
 	// forgeTimeout bounds each call of a forge's API (default 30 s).
 	forgeTimeout time.Duration
+	// beforeStartPass runs before a worker's reconcile at start (a test
+	// holds the worker there).
+	beforeStartPass func()
 }
 
 // daemon is a running prchat process. start fills it in, part by part
@@ -94,8 +97,9 @@ type daemon struct {
 }
 
 // start starts the parts of r and returns once they run: the core every
-// process has (store, Redis, queue, the chat service), then a worker's
-// parts, the API (or a worker's probes alone) and its listener.
+// process has (store, Redis, queue, the chat service), a worker alone's
+// probes and their listener, a worker's parts, then the API and its
+// listener.
 func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err error) {
 	d := &daemon{log: cmp.Or(o.logger, slog.New(slog.DiscardHandler)), failed: make(chan error, 2)}
 	defer func() {
@@ -106,18 +110,24 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 	if err := d.openCore(ctx, cfg, r, o); err != nil {
 		return nil, err
 	}
+	if !r.api {
+		// A worker alone serves its liveness and metrics from before its
+		// reconcile at start, which takes seconds with many turns pending:
+		// a liveness probe must not kill it meanwhile.
+		d.api = api.NewProbe(api.Config{Registry: d.registry, Logger: d.log})
+		if err := d.listen(cfg); err != nil {
+			return nil, err
+		}
+	}
 	if r.worker {
 		if err := d.startWorker(ctx, cfg, o); err != nil {
 			return nil, err
 		}
 	}
-	if r.api {
-		err = d.mountAPI(cfg)
-	} else {
-		// A worker alone serves its liveness and metrics.
-		d.api = api.NewProbe(api.Config{Registry: d.registry, Logger: d.log})
+	if !r.api {
+		return d, nil
 	}
-	if err != nil {
+	if err := d.mountAPI(cfg); err != nil {
 		return nil, err
 	}
 	return d, d.listen(cfg)

@@ -122,3 +122,43 @@ func TestServeReconcilesAtStart(t *testing.T) {
 		t.Fatalf("turn 2 = %+v", got)
 	}
 }
+
+// TestWorkerIsLiveDuringItsReconcileAtStart holds a worker alone in its
+// reconcile at start (which takes seconds with many turns pending) and
+// checks that its liveness probe answers meanwhile, so that an
+// orchestrator does not kill it for being slow to start.
+func TestWorkerIsLiveDuringItsReconcileAtStart(t *testing.T) {
+	t.Parallel()
+	for _, m := range modes(t) {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			e := splitSetup(t, m)
+			cfg := e.cfg
+			cfg.Listen = "127.0.0.1:" + freePort(t)
+			held, release := make(chan struct{}), make(chan struct{})
+			opts := e.opts
+			opts.beforeStartPass = func() { close(held); <-release }
+			started := make(chan *daemon, 1)
+			go func() {
+				d, err := start(context.Background(), cfg, role{worker: true}, opts)
+				if err != nil {
+					t.Errorf("start worker: %v", err)
+				}
+				started <- d
+			}()
+			chattest.Receive(t, "the worker to reach its reconcile at start", held)
+			chattest.Eventually(t, "the held worker's /healthz to answer 200", func() bool {
+				resp, err := http.Get("http://" + cfg.Listen + "/healthz")
+				if err != nil {
+					return false
+				}
+				resp.Body.Close()
+				return resp.StatusCode == http.StatusOK
+			})
+			close(release)
+			if d := chattest.Receive(t, "the worker to start", started); d != nil {
+				d.Stop()
+			}
+		})
+	}
+}

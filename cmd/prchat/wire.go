@@ -232,6 +232,9 @@ func (d *daemon) startWorker(ctx context.Context, cfg Config, o options) (err er
 	if err = d.reconciler.Start(run); err != nil {
 		return err
 	}
+	if o.beforeStartPass != nil {
+		o.beforeStartPass()
+	}
 	if d.reconciler.Holds() {
 		if _, err := d.reconciler.ReconcileOnce(ctx); err != nil {
 			d.log.WarnContext(ctx, "reconcile at start", slog.Any("err", err))
