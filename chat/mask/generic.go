@@ -1188,21 +1188,24 @@ type trail struct {
 // grow updates t for s, which is t's text with bytes appended from
 // position t.end on.
 func (t *trail) grow(s string) {
-	// setIdent is a subset of setBeforeValue: one walk back finds both
-	from, i := t.end, len(s)
-	t.end = i
-	for i > from && trailIdent[s[i-1]] {
+	// setIdent is a subset of setBeforeValue: one walk back over the new
+	// bytes d finds both
+	from := t.end
+	t.end = len(s)
+	d := s[from:]
+	i := len(d)
+	for i > 0 && trailIdent[d[i-1]] {
 		i--
 	}
-	if i == from {
+	if i == 0 {
 		return // both runs go on
 	}
-	t.ident = i
-	for i > from && trailValue[s[i-1]] {
+	t.ident = from + i
+	for i > 0 && trailValue[d[i-1]] {
 		i--
 	}
-	if i > from {
-		t.value = i
+	if i > 0 {
+		t.value = from + i
 	}
 }
 

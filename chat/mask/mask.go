@@ -365,11 +365,11 @@ func (m *Masker) evalHits(s string, hits []hit, skip int, done []cand) (_ []hit,
 		if h.ks < skip {
 			continue
 		}
-		kw := &m.ac.kws[h.ki]
 		// A keyword inside the key name the generic rule has just decided
 		// on (secret_key holds "secret" and "key") shares that decision
 		// (assignMemo), so it is decided with it, asleep or not.
-		if h.wait == nil || memo.ok && memo.a <= h.ks && h.ke <= memo.b && m.specs[kw.rule].kind == kAssign || !h.asleep(s, &wc) {
+		if h.wait == nil || memo.ok && memo.a <= h.ks && h.ke <= memo.b && m.specs[m.ac.kws[h.ki].rule].kind == kAssign || !h.asleep(s, &wc) {
+			kw := &m.ac.kws[h.ki]
 			sp := m.specs[kw.rule]
 			if sp.kind == kNear && h.wait == setNearWait && len(s) >= h.waitEnd {
 				// A service name whose window has arrived but whose last
