@@ -353,10 +353,11 @@ var setNotNewline = notSet("\n")
 // start at or after the limit, so they cannot change what is released).
 // An occurrence whose provisional decision would come out the same
 // (hit.asleep) is not decided again. It returns the remaining
-// occurrences, done, and the limit: the smallest position at which a
-// provisional candidate could start.
-func (m *Masker) evalHits(s string, hits []hit, skip int, done []cand) (_ []hit, _ []cand, w wake) {
-	w = noWake
+// occurrences and done, and sums up the remaining occurrences in *w
+// (w.limit is the smallest position at which a provisional candidate
+// could start).
+func (m *Masker) evalHits(s string, hits []hit, skip int, done []cand, w *wake) ([]hit, []cand) {
+	*w = noWake
 	var memo assignMemo
 	var wc waitCache
 	keep := 0
@@ -407,7 +408,7 @@ func (m *Masker) evalHits(s string, hits []hit, skip int, done []cand) (_ []hit,
 		}
 		keep++
 	}
-	return hits[:keep], done, w
+	return hits[:keep], done
 }
 
 // wake sums up the keyword occurrences a Stream holds, so that a Write

@@ -107,7 +107,7 @@ func (s *Stream) Write(delta string) string {
 		}
 		if s.wake.wakes(buf, from) {
 			nd := len(s.done)
-			s.hits, s.done, s.wake = s.m.evalHits(buf, s.hits, s.skip, s.done)
+			s.hits, s.done = s.m.evalHits(buf, s.hits, s.skip, s.done, &s.wake)
 			if len(s.done) != nd {
 				s.fresh = false
 			}
