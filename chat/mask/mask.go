@@ -312,7 +312,8 @@ func (m *Masker) hitsAt(s string, i int, st uint32, hits []hit) []hit {
 		kw := &a.kws[ki]
 		ks := i - len(kw.lit)
 		if sp := m.specs[kw.rule]; !sp.rejects(s, ks, i, kw.lit) {
-			hits = append(hits, newHit(s, ks, i, ki, sp))
+			hits = append(hits, hit{})
+			newHit(&hits[len(hits)-1], s, ks, i, ki, sp)
 		}
 	}
 	return hits
@@ -327,19 +328,23 @@ const deferBytes = 64
 // text has grown deferBytes past it (a service name: until its window can
 // end), since a rule decided on the first bytes after its keyword is most
 // often decided again. Until then it holds the text from the earliest
-// position its span could start.
-func newHit(s string, ks, ke int, ki uint32, sp *spec) hit {
-	h := hit{ks: ks, ke: ke, ki: ki, lo: max(0, ks-sp.lookback), seen: ke, waitEnd: ke + deferBytes, wait: setNotNewline}
+// position its span could start. It is written to *h, a zero hit in
+// place in the Stream's list.
+func newHit(h *hit, s string, ks, ke int, ki uint32, sp *spec) {
+	lo, waitEnd, wait, key := max(0, ks-sp.lookback), ke+deferBytes, setNotNewline, 0
 	switch sp.kind {
 	case kOwn:
-		h.wait = nil // decided by its own bytes
+		wait = nil // decided by its own bytes
 	case kAssign:
-		h.key = keyStart(s, ks)
-		h.lo = min(h.lo, assignStart(s, ks, h.key))
+		key = keyStart(s, ks)
+		lo = min(lo, assignStart(s, ks, key))
 	case kNear:
-		h.wait, h.waitEnd = setNearWait, ke+nearWindow+1
+		wait, waitEnd = setNearWait, ke+nearWindow+1
 	}
-	return h
+	h.ks, h.ke, h.ki, h.lo, h.seen, h.waitEnd, h.key = ks, ke, ki, lo, ke, waitEnd, key
+	if wait != nil {
+		h.wait = wait
+	}
 }
 
 // setNotNewline is every byte but '\n'.
