@@ -1091,14 +1091,26 @@ func labelBefore(s string, a int) (vs, ve int, lq, op byte) {
 		p-- // PHP: 'VALUE' == $password
 	}
 	p = skipBlankBack(s, p)
-	switch {
-	case p >= 3 && s[p-3:p] == "===":
-		op, p = '=', p-3
-	case p >= 2 && s[p-2:p] == "==":
-		op, p = '=', p-2
-	case p >= 2 && s[p-2:p] == "=>":
+	if p == 0 {
+		return -1, 0, 0, 0
+	}
+	// the operator, read back from its last byte: ===, ==, => or :
+	switch s[p-1] {
+	case '=':
+		switch {
+		case p >= 3 && s[p-2] == '=' && s[p-3] == '=':
+			op, p = '=', p-3
+		case p >= 2 && s[p-2] == '=':
+			op, p = '=', p-2
+		default:
+			return -1, 0, 0, 0
+		}
+	case '>':
+		if p < 2 || s[p-2] != '=' {
+			return -1, 0, 0, 0
+		}
 		op, p = ':', p-2
-	case p >= 1 && s[p-1] == ':':
+	case ':':
 		op, p = ':', p-1
 	default:
 		return -1, 0, 0, 0
@@ -1127,11 +1139,13 @@ func assignStart(s string, ks, a int) int {
 
 // keyStart is where the key name that holds the keyword at ks starts.
 func keyStart(s string, ks int) int {
-	a, lo := ks, max(0, ks-128)
-	for a > lo && trailIdent[s[a-1]] {
+	lo := max(0, ks-128)
+	t := s[lo:ks] // the walk reads t without bounds checks
+	a := len(t)
+	for a > 0 && trailIdent[t[a-1]] {
 		a--
 	}
-	return a
+	return lo + a
 }
 
 // beforeHold is where a Stream must hold text back so that a value written
@@ -1188,21 +1202,24 @@ type trail struct {
 // grow updates t for s, which is t's text with bytes appended from
 // position t.end on.
 func (t *trail) grow(s string) {
-	// setIdent is a subset of setBeforeValue: one walk back finds both
-	from, i := t.end, len(s)
-	t.end = i
-	for i > from && trailIdent[s[i-1]] {
+	// setIdent is a subset of setBeforeValue: one walk back over the new
+	// bytes d finds both
+	from := t.end
+	t.end = len(s)
+	d := s[from:]
+	i := len(d)
+	for i > 0 && trailIdent[d[i-1]] {
 		i--
 	}
-	if i == from {
+	if i == 0 {
 		return // both runs go on
 	}
-	t.ident = i
-	for i > from && trailValue[s[i-1]] {
+	t.ident = from + i
+	for i > 0 && trailValue[d[i-1]] {
 		i--
 	}
-	if i > from {
-		t.value = i
+	if i > 0 {
+		t.value = from + i
 	}
 }
 

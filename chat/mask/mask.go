@@ -312,7 +312,8 @@ func (m *Masker) hitsAt(s string, i int, st uint32, hits []hit) []hit {
 		kw := &a.kws[ki]
 		ks := i - len(kw.lit)
 		if sp := m.specs[kw.rule]; !sp.rejects(s, ks, i, kw.lit) {
-			hits = append(hits, newHit(s, ks, i, ki, sp))
+			hits = append(hits, hit{})
+			newHit(&hits[len(hits)-1], s, ks, i, ki, sp)
 		}
 	}
 	return hits
@@ -327,19 +328,23 @@ const deferBytes = 64
 // text has grown deferBytes past it (a service name: until its window can
 // end), since a rule decided on the first bytes after its keyword is most
 // often decided again. Until then it holds the text from the earliest
-// position its span could start.
-func newHit(s string, ks, ke int, ki uint32, sp *spec) hit {
-	h := hit{ks: ks, ke: ke, ki: ki, lo: max(0, ks-sp.lookback), seen: ke, waitEnd: ke + deferBytes, wait: setNotNewline}
+// position its span could start. It is written to *h, a zero hit in
+// place in the Stream's list.
+func newHit(h *hit, s string, ks, ke int, ki uint32, sp *spec) {
+	lo, waitEnd, wait, key := max(0, ks-sp.lookback), ke+deferBytes, setNotNewline, 0
 	switch sp.kind {
 	case kOwn:
-		h.wait = nil // decided by its own bytes
+		wait = nil // decided by its own bytes
 	case kAssign:
-		h.key = keyStart(s, ks)
-		h.lo = min(h.lo, assignStart(s, ks, h.key))
+		key = keyStart(s, ks)
+		lo = min(lo, assignStart(s, ks, key))
 	case kNear:
-		h.wait, h.waitEnd = setNearWait, ke+nearWindow+1
+		wait, waitEnd = setNearWait, ke+nearWindow+1
 	}
-	return h
+	h.ks, h.ke, h.ki, h.lo, h.seen, h.waitEnd, h.key = ks, ke, ki, lo, ke, waitEnd, key
+	if wait != nil {
+		h.wait = wait
+	}
 }
 
 // setNotNewline is every byte but '\n'.
@@ -353,10 +358,11 @@ var setNotNewline = notSet("\n")
 // start at or after the limit, so they cannot change what is released).
 // An occurrence whose provisional decision would come out the same
 // (hit.asleep) is not decided again. It returns the remaining
-// occurrences, done, and the limit: the smallest position at which a
-// provisional candidate could start.
-func (m *Masker) evalHits(s string, hits []hit, skip int, done []cand) (_ []hit, _ []cand, w wake) {
-	w = noWake
+// occurrences and done, and sums up the remaining occurrences in *w
+// (w.limit is the smallest position at which a provisional candidate
+// could start).
+func (m *Masker) evalHits(s string, hits []hit, skip int, done []cand, w *wake) ([]hit, []cand) {
+	*w = noWake
 	var memo assignMemo
 	var wc waitCache
 	keep := 0
@@ -365,11 +371,11 @@ func (m *Masker) evalHits(s string, hits []hit, skip int, done []cand) (_ []hit,
 		if h.ks < skip {
 			continue
 		}
-		kw := &m.ac.kws[h.ki]
 		// A keyword inside the key name the generic rule has just decided
 		// on (secret_key holds "secret" and "key") shares that decision
 		// (assignMemo), so it is decided with it, asleep or not.
-		if h.wait == nil || memo.ok && memo.a <= h.ks && h.ke <= memo.b && m.specs[kw.rule].kind == kAssign || !h.asleep(s, &wc) {
+		if h.wait == nil || memo.ok && memo.a <= h.ks && h.ke <= memo.b && m.specs[m.ac.kws[h.ki].rule].kind == kAssign || !h.asleep(s, &wc) {
+			kw := &m.ac.kws[h.ki]
 			sp := m.specs[kw.rule]
 			if sp.kind == kNear && h.wait == setNearWait && len(s) >= h.waitEnd {
 				// A service name whose window has arrived but whose last
@@ -407,7 +413,7 @@ func (m *Masker) evalHits(s string, hits []hit, skip int, done []cand) (_ []hit,
 		}
 		keep++
 	}
-	return hits[:keep], done, w
+	return hits[:keep], done
 }
 
 // wake sums up the keyword occurrences a Stream holds, so that a Write

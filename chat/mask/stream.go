@@ -2,7 +2,6 @@ package mask
 
 import (
 	"math"
-	"slices"
 	"strings"
 )
 
@@ -108,7 +107,7 @@ func (s *Stream) Write(delta string) string {
 		}
 		if s.wake.wakes(buf, from) {
 			nd := len(s.done)
-			s.hits, s.done, s.wake = s.m.evalHits(buf, s.hits, s.skip, s.done)
+			s.hits, s.done = s.m.evalHits(buf, s.hits, s.skip, s.done, &s.wake)
 			if len(s.done) != nd {
 				s.fresh = false
 			}
@@ -142,8 +141,18 @@ func (s *Stream) Write(delta string) string {
 		// Keywords before the cut point are dealt with. The occurrences in
 		// hits all start at or after it: the release never passes one.
 		s.skip = c
-		if slices.ContainsFunc(s.done, func(x cand) bool { return x.ks < c }) {
-			s.done = slices.DeleteFunc(s.done, func(x cand) bool { return x.ks < c })
+		// drop the candidates whose keyword starts before c, in place
+		keep := 0
+		for i := range s.done {
+			if s.done[i].ks >= c {
+				if keep != i {
+					s.done[keep] = s.done[i]
+				}
+				keep++
+			}
+		}
+		if keep != len(s.done) {
+			s.done = s.done[:keep]
 			s.fresh = false
 		}
 		if c0 := c - streamContext; c0 >= streamForget {
