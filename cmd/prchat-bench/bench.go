@@ -138,6 +138,13 @@ type Config struct {
 	// ReconcilerQueued is how many queued turns the reconciler is measured
 	// over (throughput, on Redis); 0 skips that measure.
 	ReconcilerQueued int
+	// DrainRounds is how many times the throughput phase measures the
+	// workers alone, each count of them once a round, in an order that
+	// turns by one count from round to round; the turns/s compared are
+	// the medians over the rounds, so that a change of the machine's
+	// speed while the bench runs (the disk's flush latency, another
+	// process) does not fall on one count alone.
+	DrainRounds int
 	// ClaudeBin and CodexBin are the real agent CLIs of the clis phase (a
 	// path or a name in PATH); one that is not found is skipped.
 	ClaudeBin, CodexBin string
@@ -176,6 +183,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write the bench's CPU profile here (samples labelled part=bench or part=floor); the daemons write theirs to FILE.<n>-<name>")
 	fs.Var(phaseList{&c.Phases}, "only", "phases to run, of "+strings.Join(allPhases(), ","))
 	fs.Var(countList{&c.Subscribers}, "subscribers", "subscriber counts of the events phase")
+	fs.IntVar(&c.DrainRounds, "drain-rounds", 3, "rounds of the workers-alone drains (1, 2, 4 and 8 workers each round, in a turning order); their medians are compared")
 	fs.StringVar(&c.ClaudeBin, "claude-bin", "claude", "the Claude Code CLI of the clis phase (skipped when not found)")
 	fs.StringVar(&c.CodexBin, "codex-bin", "codex", "the Codex CLI of the clis phase (skipped when not found)")
 	fs.IntVar(&c.CLITurns, "cli-turns", 4, "turns the clis phase runs at once on each agent CLI")
@@ -210,6 +218,8 @@ func (c Config) Check() error {
 		return errors.New("--cli-turns must be between 1 and 64")
 	case c.CLIHold < time.Second || c.CLIHold > 10*time.Minute:
 		return errors.New("--cli-hold must be between 1s and 10m")
+	case c.DrainRounds < 1 || c.DrainRounds > 9:
+		return errors.New("--drain-rounds must be between 1 and 9")
 	case c.ReconcilerQueued < 0 || c.ReconcilerQueued > 100_000:
 		return errors.New("--reconciler-queued must be between 0 and 100000")
 	case c.has(phaseEvents) && len(c.Subscribers) == 0:

@@ -59,6 +59,8 @@ func TestFlags(t *testing.T) {
 		{[]string{"--running-turns", "1001"}, "--running-turns must be between"},
 		{[]string{"--reconciler-queued", "-1"}, "--reconciler-queued must be between"},
 		{[]string{"--cli-turns", "0"}, "--cli-turns must be between"},
+		{[]string{"--drain-rounds", "0"}, "--drain-rounds must be between"},
+		{[]string{"--drain-rounds", "10"}, "--drain-rounds must be between"},
 		{[]string{"--cli-hold", "10ms"}, "--cli-hold must be between"},
 		{[]string{"--pgbouncer-url", "postgres://127.0.0.1:6432/db"}, "--pgbouncer-url needs --database-url"},
 		{[]string{"--database-url", "postgres://127.0.0.1/db", "--pgbouncer-url", "127.0.0.1:6432"}, "is not a postgres:// URL"},

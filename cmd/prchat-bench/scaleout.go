@@ -27,29 +27,56 @@ const flatWithin = 0.10
 // operations, which do not depend on the machine's load (where turns/s
 // does).
 type drainOps struct {
-	redis float64 // Redis commands (a script's own calls counted)
-	xacts float64 // Postgres transactions, not the bench's own; -1 unknown
-	stmts float64 // Postgres statements (pg_stat_statements), the same; -1 unknown
+	redis  float64 // Redis commands (a script's own calls counted)
+	xacts  float64 // Postgres transactions, not the bench's own; -1 unknown
+	writes float64 // Postgres transactions that wrote (ids assigned, exact); -1 unknown
+	stmts  float64 // Postgres statements (pg_stat_statements), the same; -1 unknown
 }
 
-// noteDrainOps keeps the operations per turn of the drain by n workers
-// alone between two samples.
+// drainTotal sums the operations of the drains by n workers alone over
+// the rounds: a count is -1 once a round could not read it.
+type drainTotal struct {
+	turns, redis, xacts, writes, stmts int64
+}
+
+// noteDrainOps adds the operations of a drain by n workers alone between
+// two samples, in which turns settled, to the totals of n workers.
 func (b *bencher) noteDrainOps(n int, from, until usage, turns int64) {
 	if turns <= 0 || from.redisCalls == nil || until.redisCalls == nil {
 		return
 	}
-	ops := drainOps{redis: float64(callsBetween(from.redisCalls, until.redisCalls)) / float64(turns), xacts: -1, stmts: -1}
+	if b.perf.drainTotals == nil {
+		b.perf.drainTotals = map[int]*drainTotal{}
+	}
+	t := b.perf.drainTotals[n]
+	if t == nil {
+		t = &drainTotal{}
+		b.perf.drainTotals[n] = t
+	}
 	own := until.own - from.own
-	if from.pgXacts >= 0 && until.pgXacts >= 0 {
-		ops.xacts = float64(max(until.pgXacts-from.pgXacts-own, 0)) / float64(turns)
+	add := func(sum *int64, from, until, own int64) {
+		if *sum < 0 || from < 0 || until < 0 {
+			*sum = -1
+			return
+		}
+		*sum += max(until-from-own, 0)
 	}
-	if from.pgStmts >= 0 && until.pgStmts >= 0 {
-		ops.stmts = float64(max(until.pgStmts-from.pgStmts-own, 0)) / float64(turns)
+	t.turns += turns
+	t.redis += callsBetween(from.redisCalls, until.redisCalls)
+	add(&t.xacts, from.pgXacts, until.pgXacts, own)
+	add(&t.writes, from.pgXids, until.pgXids, 0)
+	add(&t.stmts, from.pgStmts, until.pgStmts, own)
+}
+
+// ops is t per turn.
+func (t *drainTotal) ops() drainOps {
+	per := func(n int64) float64 {
+		if n < 0 {
+			return -1
+		}
+		return float64(n) / float64(t.turns)
 	}
-	if b.perf.drainOps == nil {
-		b.perf.drainOps = map[int]drainOps{}
-	}
-	b.perf.drainOps[n] = ops
+	return drainOps{redis: per(t.redis), xacts: per(t.xacts), writes: per(t.writes), stmts: per(t.stmts)}
 }
 
 // callsBetween is the Redis calls between two counts, all commands.
@@ -67,7 +94,10 @@ func callsBetween(from, until map[string]int64) int64 {
 // 1, 2, 4 and 8 workers alone (the goal: within flatWithin of one
 // worker's).
 func (b *bencher) addDrainFlatness() {
-	ops := b.perf.drainOps
+	ops := map[int]drainOps{}
+	for n, t := range b.perf.drainTotals {
+		ops[n] = t.ops()
+	}
 	one, ok := ops[1]
 	if !ok {
 		return
@@ -79,6 +109,7 @@ func (b *bencher) addDrainFlatness() {
 		{"Redis commands", func(o drainOps) float64 { return o.redis }},
 		{"Postgres statements", func(o drainOps) float64 { return o.stmts }},
 		{"Postgres transactions", func(o drainOps) float64 { return o.xacts }},
+		{"Postgres transactions that wrote", func(o drainOps) float64 { return o.writes }},
 	} {
 		value, worst, ok := flatness(drainCounts, ops, kind.get(one), kind.get)
 		if !ok {
@@ -87,7 +118,7 @@ func (b *bencher) addDrainFlatness() {
 		b.rep.add("throughput P3", fmt.Sprintf("%s per turn, %s workers alone (largest change from 1)", kind.name, countsLabel(drainCounts)),
 			value+fmt.Sprintf(" (%+.0f%%)", 100*worst), fmt.Sprintf("within %.0f%%", 100*flatWithin), verdict(worst <= flatWithin && worst >= -flatWithin))
 	}
-	b.rep.note(fmt.Sprintf("throughput (workers alone): operations per turn do not depend on the machine's load; turns/s do (load average %s at the end). Postgres counts its statements as they end, but a backend reports its transactions up to a second late, so the transactions of a short window are the less exact figure", loadAverage()))
+	b.rep.note(fmt.Sprintf("throughput (workers alone): operations per turn do not depend on the machine's load; turns/s do (load average %s at the end). The operations are summed over the rounds. Postgres counts its statements as they end, but a backend reports its transactions up to a second late, so the transactions of a short window are the less exact figure; the transactions that wrote are counted exactly, by the transaction ids the server assigned (server-wide: another client writing to the same server meanwhile would count)", loadAverage()))
 }
 
 // flatness formats the figure of each count of workers, and returns the

@@ -33,3 +33,68 @@ func TestFlatness(t *testing.T) {
 		t.Error("compared with an unknown count of transactions")
 	}
 }
+
+// TestDrainOrder: over as many rounds as counts, each count of workers
+// drains once in each place, so a slow stretch of the machine does not fall
+// on one count alone.
+func TestDrainOrder(t *testing.T) {
+	t.Parallel()
+	place := map[[2]int]int{} // count, place → rounds
+	for r := range len(drainCounts) {
+		order := drainOrder(r)
+		if len(order) != len(drainCounts) {
+			t.Fatalf("round %d: %v, want every count once", r, order)
+		}
+		for i, n := range order {
+			place[[2]int{n, i}]++
+		}
+	}
+	for _, n := range drainCounts {
+		for i := range drainCounts {
+			if got := place[[2]int{n, i}]; got != 1 {
+				t.Errorf("%d workers drained %d times in place %d, want once", n, got, i)
+			}
+		}
+	}
+	if got := drainOrder(0); got[0] != drainCounts[0] {
+		t.Errorf("round 1 starts with %d workers, want %d", got[0], drainCounts[0])
+	}
+}
+
+func TestMedian(t *testing.T) {
+	t.Parallel()
+	vs := []float64{700, 500, 900}
+	for _, c := range []struct {
+		vs   []float64
+		want float64
+	}{{nil, 0}, {[]float64{3}, 3}, {vs, 700}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := median(c.vs); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.vs, got, c.want)
+		}
+	}
+	if vs[0] != 700 || vs[1] != 500 {
+		t.Errorf("median sorted its argument: %v", vs)
+	}
+}
+
+// TestDrainTotals sums the operations of the rounds per turn, and a count
+// one round could not read stays unknown however the others went.
+func TestDrainTotals(t *testing.T) {
+	t.Parallel()
+	b := &bencher{}
+	at := func(redis, xacts, xids, stmts, own int64) usage {
+		return usage{redisCalls: map[string]int64{"evalsha": redis}, pgXacts: xacts, pgXids: xids, pgStmts: stmts, own: own}
+	}
+	// Round 1: 100 turns, 2,400 Redis calls, 210 transactions of which 10
+	// the bench's own, 150 that wrote, 900 statements (10 own).
+	b.noteDrainOps(2, at(0, 1000, 5000, 0, 0), at(2400, 1210, 5150, 910, 10), 100)
+	// Round 2: 300 turns; the statements could not be read.
+	b.noteDrainOps(2, at(5000, 2000, 6000, 100, 10), at(12000, 2600, 6450, -1, 10), 300)
+	// No turn settled: nothing is added.
+	b.noteDrainOps(2, at(0, 0, 0, 0, 0), at(99, 99, 99, 99, 0), 0)
+	got := b.perf.drainTotals[2].ops()
+	want := drainOps{redis: 9400.0 / 400, xacts: 800.0 / 400, writes: 600.0 / 400, stmts: -1}
+	if got != want {
+		t.Errorf("ops = %+v, want %+v", got, want)
+	}
+}

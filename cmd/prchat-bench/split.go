@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,7 +31,8 @@ func workersLabel(n int) string {
 // splitThroughput measures the throughput of the api with 1, 2 and 4
 // workers (w1 and workers it starts), then the workers alone: 1, 2, 4 and
 // 8 of them draining a backlog asked while no worker ran, with no asks
-// meanwhile, then the reconciler over many queued turns. It returns the worker that runs when it is done, for the
+// meanwhile (cfg.DrainRounds rounds), then the reconciler over many queued
+// turns. It returns the worker that runs when it is done, for the
 // phases after it, in place of w1.
 func (b *bencher) splitThroughput(ctx context.Context, api, w1 *benchDaemon) (*benchDaemon, error) {
 	workers := []*benchDaemon{w1}
@@ -59,13 +62,19 @@ func (b *bencher) splitThroughput(ctx context.Context, api, w1 *benchDaemon) (*b
 			return nil, err
 		}
 	}
-	for _, n := range drainCounts {
-		stopAll()
-		if err := b.drainAlone(ctx, api, n, startUpTo, &workers); err != nil {
+	rates := map[int][]float64{}
+	for r := range b.cfg.DrainRounds {
+		for _, n := range drainOrder(r) {
 			stopAll()
-			return nil, err
+			tps, err := b.drainAlone(ctx, api, n, r, startUpTo, &workers)
+			if err != nil {
+				stopAll()
+				return nil, err
+			}
+			rates[n] = append(rates[n], tps)
 		}
 	}
+	b.addDrainRates(rates)
 	b.addDrainFlatness()
 	if err := b.reconcilerScale(ctx, api, startUpTo, stopAll); err != nil {
 		stopAll()
@@ -84,84 +93,129 @@ func (b *bencher) splitThroughput(ctx context.Context, api, w1 *benchDaemon) (*b
 // workers (with start, which appends them to *workers) and measures how
 // fast they work it off, with nothing asked meanwhile: the workers' own
 // throughput, without the api and the bench's clients taking a share of the
-// cores.
-func (b *bencher) drainAlone(ctx context.Context, api *benchDaemon, n int, start func(int) error, workers *[]*benchDaemon) error {
-	label := fmt.Sprintf("%d workers alone", n)
-	if n == 1 {
-		label = "1 worker alone"
-	}
+// cores. It returns the turns/s settled. Round r's drain adds its
+// operations to the totals of n workers; the first round's adds the rows of
+// what it cost, and every round's its turns/s (addDrainRates compares them).
+func (b *bencher) drainAlone(ctx context.Context, api *benchDaemon, n, r int, start func(int) error, workers *[]*benchDaemon) (float64, error) {
+	label := aloneLabel(n)
 	warm, dur := warmup(b.cfg.Duration), b.cfg.Duration
 	// Enough for the window at the rate the api and n workers reached, with
 	// a margin for the workers' start.
 	// (8 workers: at the rate of the most the api had.)
 	drainRate := cmp.Or(b.perf.turnsPerSecond[workersLabel(n)], b.perf.turnsPerSecond[workersLabel(workerCounts[len(workerCounts)-1])])
+	if r > 0 {
+		label = fmt.Sprintf("%s, round %d", label, r+1)
+	}
 	backlog := int64(2.5 * drainRate * (warm + dur + 2*time.Second).Seconds())
 	backlog = min(max(backlog, 1500), 100_000)
 	if err := b.askBacklog(ctx, api, backlog); err != nil {
-		return fmt.Errorf("%s: ask the backlog: %w", label, err)
+		return 0, fmt.Errorf("%s: ask the backlog: %w", label, err)
 	}
 	before, err := b.settled(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if err := start(n); err != nil {
-		return err
+		return 0, err
 	}
 	if err := chat.Sleep(ctx, warm); err != nil {
-		return err
+		return 0, err
 	}
 	ws := *workers
 	tFrom, cpuFrom, useFrom := time.Now(), cpuTimes(ws, (*benchDaemon).cpu), b.sample(ctx)
 	atFrom, err := b.settled(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	ranOut := false
 	for time.Since(tFrom) < dur {
 		p, err := b.pending(ctx)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if p == 0 {
 			ranOut = true
 			break
 		}
 		if err := chat.Sleep(ctx, 50*time.Millisecond); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	tUntil, cpuUntil, useUntil := time.Now(), cpuTimes(ws, (*benchDaemon).cpu), b.sample(ctx)
 	atUntil, err := b.settled(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if _, _, err := b.drain(ctx, b.drainLimit()); err != nil {
-		return fmt.Errorf("%s: wait for the backlog: %w", label, err)
+		return 0, fmt.Errorf("%s: wait for the backlog: %w", label, err)
 	}
 	after, err := b.settled(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	b.checkFailures(ctx, "throughput ("+label+")", before, after)
 
 	turns := total(atUntil) - total(atFrom)
 	tps := float64(turns) / tUntil.Sub(tFrom).Seconds()
+	b.noteDrainOps(n, useFrom, useUntil, turns)
+	if ranOut {
+		b.rep.note(fmt.Sprintf("throughput (%s): the backlog ran out %s into the %s window; the rate is over what was left", label, tUntil.Sub(tFrom).Round(time.Millisecond), dur))
+	}
+	if r > 0 {
+		return tps, nil
+	}
 	b.rep.add("throughput P3", fmt.Sprintf("turns/s settled, %s, draining %d turns asked before they started", label, backlog), rate(tps), "", "")
-	if one := b.perf.turnsPerSecond["1 worker alone"]; n > 1 && one > 0 {
-		b.rep.add("throughput P3", fmt.Sprintf("  ratio to 1 worker alone (linear: %d)", n), fmt.Sprintf("%.2f", tps/one), "", "")
+	b.addDaemonCPU("throughput P3", "  CPU per turn (run), ", ws, cpuFrom, cpuUntil, turns)
+	b.addUsage("throughput P3", "turn", useFrom, useUntil, turns, daemonCPU(cpuFrom, cpuUntil))
+	b.noteStatements(label, useFrom, useUntil, turns)
+	return tps, nil
+}
+
+// aloneLabel names the drain by n workers alone.
+func aloneLabel(n int) string {
+	if n == 1 {
+		return "1 worker alone"
+	}
+	return fmt.Sprintf("%d workers alone", n)
+}
+
+// drainOrder is the order of round r's drains: drainCounts turned by r, so
+// that over as many rounds as counts each count comes once in each place.
+func drainOrder(r int) []int {
+	k := r % len(drainCounts)
+	return append(slices.Clone(drainCounts[k:]), drainCounts[:k]...)
+}
+
+// drainGoal is the least turns/s of n workers alone, as a share of one
+// worker's: more processes must not drain slower.
+const drainGoal = 0.9
+
+// addDrainRates adds the rows of the workers alone's turns/s: the median of
+// each count's rounds, each round's, and the ratio of the medians to one
+// worker's.
+func (b *bencher) addDrainRates(rates map[int][]float64) {
+	med := map[int]float64{}
+	for _, n := range drainCounts {
+		if len(rates[n]) > 0 {
+			med[n] = median(rates[n])
+		}
 	}
 	if b.perf.turnsPerSecond == nil {
 		b.perf.turnsPerSecond = map[string]float64{}
 	}
-	b.perf.turnsPerSecond[label] = tps
-	b.addDaemonCPU("throughput P3", "  CPU per turn (run), ", ws, cpuFrom, cpuUntil, turns)
-	b.addUsage("throughput P3", "turn", useFrom, useUntil, turns, daemonCPU(cpuFrom, cpuUntil))
-	b.noteDrainOps(n, useFrom, useUntil, turns)
-	b.noteStatements(label, useFrom, useUntil, turns)
-	if ranOut {
-		b.rep.note(fmt.Sprintf("throughput (%s): the backlog ran out %s into the %s window; the rate is over what was left", label, tUntil.Sub(tFrom).Round(time.Millisecond), dur))
+	rounds := len(rates[drainCounts[0]])
+	for _, n := range drainCounts {
+		parts := make([]string, len(rates[n]))
+		for i, v := range rates[n] {
+			parts[i] = rate(v)
+		}
+		b.perf.turnsPerSecond[aloneLabel(n)] = med[n]
+		b.rep.add("throughput P3", fmt.Sprintf("turns/s settled, %s, median of %d rounds (%s)", aloneLabel(n), rounds, strings.Join(parts, " / ")), rate(med[n]), "", "")
+		if one := med[1]; n > 1 && one > 0 {
+			ratio := med[n] / one
+			b.rep.add("throughput P3", fmt.Sprintf("  ratio to 1 worker alone, medians (linear: %d)", n), fmt.Sprintf("%.2f", ratio), fmt.Sprintf("≥ %.2f", drainGoal), verdict(ratio >= drainGoal))
+		}
 	}
-	return nil
 }
 
 // askBacklog asks count turns through the api with the bench's clients, as

@@ -90,6 +90,19 @@ func (r loadResult) add(o loadResult) loadResult {
 	return r
 }
 
+// median is the middle of vs (the mean of the two middle ones for an even
+// count); vs is not changed.
+func median(vs []float64) float64 {
+	s := slices.Sorted(slices.Values(vs))
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
 // verdict says whether a goal is met.
 func verdict(ok bool) string {
 	if ok {

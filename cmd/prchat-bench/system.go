@@ -35,7 +35,12 @@ type usage struct {
 	// other clients share the server.
 	pgBackends time.Duration
 	pgXacts    int64 // transactions of the bench's database (pg_stat_database)
-	pgStmts    int64 // statements run in it (pg_stat_statements)
+	// pgXids is the server's next transaction id: the difference of two
+	// samples counts the transactions that wrote, on the whole server,
+	// exactly (pg_stat_database's counts arrive up to a second late, and
+	// the bench's own reads assign no id).
+	pgXids  int64
+	pgStmts int64 // statements run in it (pg_stat_statements)
 	// pgCalls counts the calls of each statement run in it, by the start
 	// of its text (pg_stat_statements), the bench's own included.
 	pgCalls map[string]int64
@@ -57,14 +62,14 @@ type perfState struct {
 	// by label, and queueFloor asynq's own (0 until measured).
 	turnsPerSecond map[string]float64
 	queueFloor     float64
-	// drainOps are the operations per turn of each count of workers
-	// draining alone.
-	drainOps map[int]drainOps
+	// drainTotals are the operations of each count of workers draining
+	// alone, summed over the rounds.
+	drainTotals map[int]*drainTotal
 }
 
 // sample reads the usage now.
 func (b *bencher) sample(ctx context.Context) usage {
-	u := usage{busy: -1, all: -1, bench: -1, redisCPU: -1, pgCPU: -1, pgBackends: -1, pgXacts: -1, pgStmts: -1, own: b.ownQueries.Load()}
+	u := usage{busy: -1, all: -1, bench: -1, redisCPU: -1, pgCPU: -1, pgBackends: -1, pgXacts: -1, pgXids: -1, pgStmts: -1, own: b.ownQueries.Load()}
 	u.busy, u.all = machineCPU()
 	if c, err := processCPU(os.Getpid()); err == nil {
 		u.bench = c
@@ -91,6 +96,11 @@ func (b *bencher) sample(ctx context.Context) usage {
 		b.ownQueries.Add(1)
 		if b.pg.QueryRowContext(ctx, `SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()`).Scan(&xacts) == nil {
 			u.pgXacts = xacts
+		}
+		var xids int64
+		b.ownQueries.Add(1)
+		if b.pg.QueryRowContext(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint`).Scan(&xids) == nil {
+			u.pgXids = xids
 		}
 		if b.perf.pgStatements != "" {
 			var calls int64
