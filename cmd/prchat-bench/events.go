@@ -32,6 +32,12 @@ const (
 	// eventsIdle is how long the connected subscribers are left idle
 	// before the idle figures are read.
 	eventsIdle = time.Second
+	// subscriberKB is the goal for the API's idle RSS per subscriber, set
+	// from memoryGoalFrom subscribers on: with fewer, the process's own
+	// growth (a heap arena, the runtime's caches) is most of the change,
+	// which says nothing of what a subscriber holds.
+	subscriberKB   = 24
+	memoryGoalFrom = 2000
 )
 
 // eventsHold is how long the turns of the events phase wait before their
@@ -202,7 +208,11 @@ func (b *bencher) events(ctx context.Context, api *benchDaemon, n int) error {
 	}
 	if rssErr == nil && rssErr2 == nil {
 		per := float64(idle-before) / float64(n) / 1024
-		b.rep.add("events", fmt.Sprintf("  idle: %s RSS per subscriber", api.name), fmt.Sprintf("%.1f KB", per), "≤ 32 KB", verdict(per <= 32))
+		goal, ok := "", ""
+		if n >= memoryGoalFrom {
+			goal, ok = fmt.Sprintf("≤ %d KB", subscriberKB), verdict(per <= subscriberKB)
+		}
+		b.rep.add("events", fmt.Sprintf("  idle: %s RSS per subscriber", api.name), fmt.Sprintf("%.1f KB", per), goal, ok)
 	}
 	if goErr == nil && goErr2 == nil {
 		per := func(k string) float64 { return (goIdle[k] - goBefore[k]) / float64(n) }
@@ -226,8 +236,8 @@ func (b *bencher) events(ctx context.Context, api *benchDaemon, n int) error {
 	}
 	if n == b.cfg.Subscribers[0] {
 		b.rep.note(fmt.Sprintf("events: %d turns (at most --concurrency), each followed by 1/%d of the subscribers, wait 3 s + 2 ms per subscriber for them to connect, then emit %d tool_result events %s apart, the turns %s apart: every subscriber gets %.0f events/s whatever their count (the figure asked is subscribers × that); "+
-			"idle figures are read %s after the last subscriber connected, before the first event, against the fresh API process; latency is the time the bench read an event minus the send time the agent wrote in it; CPU per delivered event is the API process's CPU from just before the first event to the last done event over the events delivered",
-			k, k, eventsPerTurn, eventsInterval, eventsInterval/time.Duration(k), 1/eventsInterval.Seconds(), eventsIdle))
+			"idle figures are read %s after the last subscriber connected, before the first event, against the fresh API process (RSS per subscriber is held to its goal from %d subscribers on: below that the process's own growth is most of the change); latency is the time the bench read an event minus the send time the agent wrote in it; CPU per delivered event is the API process's CPU from just before the first event to the last done event over the events delivered",
+			k, k, eventsPerTurn, eventsInterval, eventsInterval/time.Duration(k), 1/eventsInterval.Seconds(), eventsIdle, memoryGoalFrom))
 	}
 	return nil
 }

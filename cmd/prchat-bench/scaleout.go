@@ -216,6 +216,17 @@ func (b *bencher) reconcilerScale(ctx context.Context, api *benchDaemon, start f
 		if busy[n], err = b.reconcilerWindow(ctx, n, start, stopAll); err != nil {
 			return err
 		}
+		// The parked turns must stay queued: a pass that moved them (their
+		// host taken for dead) and a worker that ran them would make the
+		// window's commands those of runs, not of a pass.
+		left, err := b.pending(ctx)
+		if err != nil {
+			return err
+		}
+		if left != pending {
+			b.rep.note(fmt.Sprintf("reconciler (%d workers): %d of the %d parked turns left the queue during the window (run or settled): its figures, and those after it, are not those of passes over queued turns",
+				n, pending-left, pending))
+		}
 	}
 	cancelled = true
 	if err := b.cancelAll(ctx, api, convs); err != nil {
@@ -240,6 +251,11 @@ func (b *bencher) reconcilerScale(ctx context.Context, api *benchDaemon, start f
 		}
 		b.rep.add("throughput P3", fmt.Sprintf("reconciler, %s, %d turns queued: Redis commands / Postgres statements per pending turn and pass", label, pending),
 			redis+" / "+pg, "", "")
+		if q := busy[n]; q.calls != nil && idle.calls != nil && float64(q.redis-idle.redis)/per > 0.01 {
+			// more than a pass's own reads: say which commands
+			b.rep.note(fmt.Sprintf("reconciler (%s): Redis commands per pending turn and pass above idle, the most called: %s",
+				label, callsPerTurn(idle.calls, q.calls, int64(per), 5, strings.ToLower, ", ")))
+		}
 	}
 	b.rep.note(fmt.Sprintf("reconciler: the commands and statements of the workers over %d passes (%s) with the turns queued, less the same workers' over as long with none (heartbeats, idle polls, lease tries); the turns wait on the host queue of a worker the bench keeps alive and that runs nothing; load average %s",
 		reconcilerPasses, reconcilerPasses*reconcilerEvery, loadAverage()))
@@ -248,7 +264,10 @@ func (b *bencher) reconcilerScale(ctx context.Context, api *benchDaemon, start f
 
 // passOps are the Redis commands and Postgres statements (not the
 // bench's) of a window of reconcilerPasses passes; -1 unknown.
-type passOps struct{ redis, pg int64 }
+type passOps struct {
+	redis, pg int64
+	calls     map[string]int64 // Redis calls by command in the window; nil unknown
+}
 
 // reconcilerWindow starts n workers, lets the first of them take the
 // lease and pass once, and counts what a window of reconcilerPasses passes
@@ -270,6 +289,12 @@ func (b *bencher) reconcilerWindow(ctx context.Context, n int, start func(int) e
 	ops := passOps{redis: -1, pg: -1}
 	if from.redisCalls != nil && until.redisCalls != nil {
 		ops.redis = callsBetween(from.redisCalls, until.redisCalls)
+		ops.calls = map[string]int64{}
+		for name, n := range until.redisCalls {
+			if d := n - from.redisCalls[name]; d > 0 {
+				ops.calls[name] = d
+			}
+		}
 	}
 	if b.perf.pgStatements != "" && from.pgStmts >= 0 && until.pgStmts >= 0 {
 		ops.pg = max(until.pgStmts-from.pgStmts-(until.own-from.own), 0)
