@@ -19,6 +19,7 @@ import (
 	"github.com/prchat/prchat/agentsession/fakeapi/anthropic"
 	"github.com/prchat/prchat/agentsession/fakeapi/responses"
 	"github.com/prchat/prchat/chat"
+	"github.com/prchat/prchat/chat/chattest"
 	"github.com/prchat/prchat/cmd/prchat/client"
 	"github.com/prchat/prchat/store/storetest"
 	"github.com/prchat/prchat/worker/workertest"
@@ -181,17 +182,18 @@ func TestClaudeSessionTravels(t *testing.T) {
 		t.Errorf("after turn 3 the conversation's session is on %q, want travel-w2", h)
 	}
 	// The worker's metrics count the restore, the stored file and the
-	// turn's session mode; never the file itself.
-	metrics := string(getBody(t, w2.URL()+"/metrics"))
-	for _, want := range []string{
+	// turn's session mode; never the file itself. The run counts them once
+	// the turn is stored as settled, which a client can see first.
+	wants := []string{
 		`prchat_session_restore_seconds_count{backend="claude-code"} 1`,
 		`prchat_turns_by_session_total{backend="claude-code",session="resumed"} 1`,
 		`prchat_session_file_bytes_stored_total{backend="claude-code"} `,
-	} {
-		if !strings.Contains(metrics, want) {
-			t.Errorf("worker 2's metrics lack %s", want)
-		}
 	}
+	var metrics string
+	chattest.Eventually(t, "worker 2's metrics to count turn 3", func() bool {
+		metrics = string(getBody(t, w2.URL()+"/metrics"))
+		return strings.Contains(metrics, wants[0]) && strings.Contains(metrics, wants[1]) && strings.Contains(metrics, wants[2])
+	})
 	if strings.Contains(metrics, "TRAVEL-") {
 		t.Error("the metrics hold text of the session")
 	}
