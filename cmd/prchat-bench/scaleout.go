@@ -82,12 +82,22 @@ func (t *drainTotal) ops() drainOps {
 // callsBetween is the Redis calls between two counts, all commands.
 func callsBetween(from, until map[string]int64) int64 {
 	var sum int64
-	for name, n := range until {
-		if d := n - from[name]; d > 0 {
-			sum += d
-		}
+	for _, d := range callDeltas(from, until) {
+		sum += d
 	}
 	return sum
+}
+
+// callDeltas is the calls of each name between two counts by name, the
+// names whose count grew.
+func callDeltas(from, until map[string]int64) map[string]int64 {
+	delta := map[string]int64{}
+	for name, n := range until {
+		if d := n - from[name]; d > 0 {
+			delta[name] = d
+		}
+	}
+	return delta
 }
 
 // addDrainFlatness adds the rows that compare the operations per turn of
@@ -251,8 +261,8 @@ func (b *bencher) reconcilerScale(ctx context.Context, api *benchDaemon, start f
 		}
 		b.rep.add("throughput P3", fmt.Sprintf("reconciler, %s, %d turns queued: Redis commands / Postgres statements per pending turn and pass", label, pending),
 			redis+" / "+pg, "", "")
-		if q := busy[n]; q.calls != nil && idle.calls != nil && float64(q.redis-idle.redis)/per > 0.01 {
-			// more than a pass's own reads: say which commands
+		if q := busy[n]; q.calls != nil && idle.calls != nil && float64(q.redis-idle.redis)/per > 0.1 {
+			// far more than a pass's own reads (a few per pass): say which commands
 			b.rep.note(fmt.Sprintf("reconciler (%s): Redis commands per pending turn and pass above idle, the most called: %s",
 				label, callsPerTurn(idle.calls, q.calls, int64(per), 5, strings.ToLower, ", ")))
 		}
@@ -288,13 +298,8 @@ func (b *bencher) reconcilerWindow(ctx context.Context, n int, start func(int) e
 	until := b.sample(ctx)
 	ops := passOps{redis: -1, pg: -1}
 	if from.redisCalls != nil && until.redisCalls != nil {
-		ops.redis = callsBetween(from.redisCalls, until.redisCalls)
-		ops.calls = map[string]int64{}
-		for name, n := range until.redisCalls {
-			if d := n - from.redisCalls[name]; d > 0 {
-				ops.calls[name] = d
-			}
-		}
+		ops.calls = callDeltas(from.redisCalls, until.redisCalls)
+		ops.redis = callsBetween(nil, ops.calls)
 	}
 	if b.perf.pgStatements != "" && from.pgStmts >= 0 && until.pgStmts >= 0 {
 		ops.pg = max(until.pgStmts-from.pgStmts-(until.own-from.own), 0)

@@ -98,14 +98,14 @@ func (b *bencher) splitThroughput(ctx context.Context, api, w1 *benchDaemon) (*b
 // what it cost, and every round's its turns/s (addDrainRates compares them).
 func (b *bencher) drainAlone(ctx context.Context, api *benchDaemon, n, r int, start func(int) error, workers *[]*benchDaemon) (float64, error) {
 	label := aloneLabel(n)
+	if r > 0 {
+		label = fmt.Sprintf("%s, round %d", label, r+1)
+	}
 	warm, dur := warmup(b.cfg.Duration), b.cfg.Duration
 	// Enough for the window at the rate the api and n workers reached, with
 	// a margin for the workers' start.
 	// (8 workers: at the rate of the most the api had.)
 	drainRate := cmp.Or(b.perf.turnsPerSecond[workersLabel(n)], b.perf.turnsPerSecond[workersLabel(workerCounts[len(workerCounts)-1])])
-	if r > 0 {
-		label = fmt.Sprintf("%s, round %d", label, r+1)
-	}
 	backlog := int64(2.5 * drainRate * (warm + dur + 2*time.Second).Seconds())
 	backlog = min(max(backlog, 1500), 100_000)
 	if err := b.askBacklog(ctx, api, backlog); err != nil {

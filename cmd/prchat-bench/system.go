@@ -280,13 +280,10 @@ func callsPerTurn(from, until map[string]int64, turns int64, top int, label func
 	if from == nil || until == nil || turns <= 0 {
 		return "n/a"
 	}
-	delta := map[string]int64{}
+	delta := callDeltas(from, until)
 	var sum int64
-	for name, n := range until {
-		if d := n - from[name]; d > 0 {
-			delta[name] = d
-			sum += d
-		}
+	for _, d := range delta {
+		sum += d
 	}
 	names := slices.SortedFunc(maps.Keys(delta), func(a, b string) int {
 		return cmp.Or(cmp.Compare(delta[b], delta[a]), cmp.Compare(a, b))

@@ -224,6 +224,16 @@ func (e *env) ask(v int, question string) (string, turnJSON) {
 	return out.Conversation.ID, out.Turn
 }
 
+// containsAll reports whether s contains every one of subs.
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
+
 // wait long-polls a turn until it is settled: as long as an agent CLI
 // may take to start on a loaded machine, and a while more.
 func (e *env) wait(conv string, n int) turnJSON {
@@ -317,13 +327,7 @@ func TestEndToEndLocalBackend(t *testing.T) {
 				`prchat_queue_jobs{queue="turns",state="pending"} 0`,
 			}
 			chattest.Eventually(t, "the metrics to hold "+strings.Join(wants, ", "), func() bool {
-				metrics := string(e.do("GET", "/metrics", nil, http.StatusOK, nil))
-				for _, want := range wants {
-					if !strings.Contains(metrics, want) {
-						return false
-					}
-				}
-				return true
+				return containsAll(string(e.do("GET", "/metrics", nil, http.StatusOK, nil)), wants)
 			})
 		})
 	}

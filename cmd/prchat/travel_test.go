@@ -192,7 +192,7 @@ func TestClaudeSessionTravels(t *testing.T) {
 	var metrics string
 	chattest.Eventually(t, "worker 2's metrics to count turn 3", func() bool {
 		metrics = string(getBody(t, w2.URL()+"/metrics"))
-		return strings.Contains(metrics, wants[0]) && strings.Contains(metrics, wants[1]) && strings.Contains(metrics, wants[2])
+		return containsAll(metrics, wants)
 	})
 	if strings.Contains(metrics, "TRAVEL-") {
 		t.Error("the metrics hold text of the session")
