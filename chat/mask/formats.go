@@ -234,7 +234,7 @@ func (sh shape) matches(v string) bool {
 	if len(v) < 24 {
 		minEnt = 2.9
 	}
-	return st.entropy >= minEnt && !looksLikeIdentifier(v) && !camelWords(v)
+	return st.entropy >= minEnt && !looksLikeIdentifier(v) && !st.camelWords(v)
 }
 
 // nearDefs is the keyword dictionary: services whose credentials have no

@@ -643,10 +643,10 @@ func secretValue(val string, quoted bool, kind keyKind) (bool, textStats) {
 	if !quoted && looksLikeCode(val) {
 		return false, textStats{}
 	}
-	if camelWords(val) {
+	st := statsOf(val)
+	if st.camelWords(val) {
 		return false, textStats{} // a type or field name: AgencyIdentificationCodeContentType
 	}
-	st := statsOf(val)
 	if kind == kindPassword {
 		if n < 6 || st.distinct < 4 || st.entropy < 2 {
 			return false, textStats{}
@@ -725,6 +725,17 @@ func camelWords(v string) bool {
 		i++
 	}
 	return false
+}
+
+// camelWords is camelWords(v) for v whose statsOf is t. The words of
+// such a run are letters side by side, 16 or more, three of them capitals
+// and six small: a value without that many, or without a run of 16
+// letters, is not walked.
+func (t textStats) camelWords(v string) bool {
+	if t.letterRun < 16 || t.upper < 3 || t.lower < 6 {
+		return false
+	}
+	return camelWords(v)
 }
 
 var setVowel = newSet("aeiouy")
@@ -1068,10 +1079,11 @@ func matchBefore(v *view, a, b, ks int) result {
 		return noMatch
 	}
 	val := s[vs:ve]
-	if ok, st := secretValue(val, true, kind); !ok || kind == kindKey && !keyValue(val, st) {
+	ok, st := secretValue(val, true, kind)
+	if !ok || kind == kindKey && !keyValue(val, st) {
 		return noMatch
 	}
-	if !hasDigitAndLetter(val) || looksLikeIdentifier(val) || camelWords(val) {
+	if !hasDigitAndLetter(val) || looksLikeIdentifier(val) || st.camelWords(val) {
 		return noMatch // {"Content-Type": "api_key"}: a name, not a secret
 	}
 	return result{start: vs, end: ve, id: idGeneric}

@@ -189,6 +189,7 @@ func wordAt(v *view, i int) bool {
 type textStats struct {
 	lower, upper, digit, other int
 	distinct                   int
+	letterRun                  int     // the longest run of letters
 	entropy                    float64 // Shannon entropy, bits per byte
 }
 
@@ -230,28 +231,29 @@ var byteClass = func() (t [256]uint8) {
 }()
 
 func statsOf(v string) textStats {
-	var cnt [256]uint32
-	var seen [256]byte
 	var t textStats
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		if cnt[c] == 0 {
-			seen[t.distinct&255] = c
-			t.distinct++
-		}
-		cnt[c]++
-	}
 	if len(v) == 0 {
 		return t
 	}
-	// H = log2(n) - (1/n) * sum(c * log2(c)) over the byte counts c; the
-	// classes are counted by distinct byte too.
+	// The byte counts of a value shorter than 256 fit a byte, and a
+	// quarter of the table is cleared.
+	var seen [257]byte
 	var cls [4]int
 	sum := 0.0
-	for _, c := range seen[:t.distinct] {
-		k := cnt[c]
-		cls[byteClass[c]] += int(k)
-		if k > 1 {
+	if len(v) < 256 {
+		var cnt [256]uint8
+		t.distinct, t.letterRun = countBytes(v, &cnt, &seen)
+		for _, c := range seen[:t.distinct] {
+			k := cnt[c]
+			cls[byteClass[c]] += int(k)
+			sum += klog2k[k] // klog2k[1] is 0
+		}
+	} else {
+		var cnt [256]uint32
+		t.distinct, t.letterRun = countBytes(v, &cnt, &seen)
+		for _, c := range seen[:t.distinct] {
+			k := cnt[c]
+			cls[byteClass[c]] += int(k)
 			if k < uint32(len(klog2k)) {
 				sum += klog2k[k]
 			} else {
@@ -259,6 +261,8 @@ func statsOf(v string) textStats {
 			}
 		}
 	}
+	// H = log2(n) - (1/n) * sum(c * log2(c)) over the byte counts c; the
+	// classes are counted by distinct byte too.
 	n := float64(len(v))
 	log2n := 0.0
 	if len(v) < len(klog2k) {
@@ -270,6 +274,39 @@ func statsOf(v string) textStats {
 	t.lower, t.upper, t.digit, t.other = cls[0], cls[1], cls[2], cls[3]
 	return t
 }
+
+// countBytes counts the bytes of v in cnt (all zero, wide enough for
+// len(v)) and lists each distinct byte once in seen, in the order of
+// first occurrence; it returns their number and the length of the longest
+// run of letters. The loop does not branch on whether a byte is new or a
+// letter, which for a random value is a coin toss: each byte is written at
+// the end of the list, which moves on only past a new one, and the run is
+// masked to zero by a byte that is not a letter.
+func countBytes[T uint8 | uint32](v string, cnt *[256]T, seen *[257]byte) (distinct, letterRun int) {
+	d, run, best := 0, 0, 0
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		k := cnt[c]
+		seen[d] = c
+		cnt[c] = k + 1
+		if k == 0 {
+			d++
+		}
+		run = (run + 1) & letterMask[c]
+		best = max(best, run)
+	}
+	return d, best
+}
+
+// letterMask[b] is all ones for a letter, else zero.
+var letterMask = func() (t [256]int) {
+	for b := range t {
+		if isLetter(byte(b)) {
+			t[b] = -1
+		}
+	}
+	return t
+}()
 
 // distinctAtLeast reports whether v has at least k distinct bytes.
 func distinctAtLeast(v string, k int) bool {
