@@ -913,31 +913,21 @@ var setLetterSep = newSet("A-Za-z_-")
 // literals: dotted paths (cfg.Secret, process.env.TOKEN) and identifiers
 // that read like words (tokenStore, API_KEY, string).
 func looksLikeCode(v string) bool {
-	if !isLetter(v[0]) && v[0] != '_' && v[0] != '$' {
-		return false
-	}
-	dots := 0
-	segStart := true
+	// A name's bytes are letters, '_' and '$'; a digit or a dot may not
+	// start a part (seg is codeAtStart there, v's start included), and any
+	// other byte is not code. The loop tests each byte's class in bits,
+	// not in branches, which on a random value would be coin tosses.
+	seg, bad, dots := uint8(codeAtStart), uint8(0), 0
 	for i := 0; i < len(v); i++ {
-		c := v[i]
-		switch {
-		case c == '.':
-			if segStart {
-				return false
-			}
-			dots++
-			segStart = true
-		case isLetter(c) || c == '_' || c == '$':
-			segStart = false
-		case isDigit(c):
-			if segStart {
-				return false
-			}
-		default:
+		k := codeClass[v[i]]
+		bad |= k & (codeOther | seg)
+		if bad != 0 {
 			return false
 		}
+		seg = k >> 1 & codeAtStart // after a dot
+		dots += int(k >> 2)
 	}
-	if segStart {
+	if seg != 0 {
 		return false // trailing dot
 	}
 	if dots > 0 {
@@ -956,24 +946,30 @@ func looksLikeCode(v string) bool {
 // word-length parts (getPassword, token_store, API_KEY), as opposed to a
 // random string.
 func looksLikeIdentifier(v string) bool {
-	letters, words, upper := 0, 1, 0
+	// The counts are summed from each byte's class, without a branch on
+	// its case: a word starts at a capital after a small letter, and at
+	// an underscore inside v.
+	letters, words, upper, under := 0, 1, 0, 0
+	prevLower := 0
 	for i := 0; i < len(v); i++ {
-		c := v[i]
-		switch {
-		case 'a' <= c && c <= 'z':
-			letters++
-		case 'A' <= c && c <= 'Z':
-			letters++
-			upper++
-			if i > 0 && 'a' <= v[i-1] && v[i-1] <= 'z' {
-				words++
-			}
-		case c == '_':
-			if i > 0 && i < len(v)-1 {
-				words++
-			}
-		default:
+		k := int(identClass[v[i]])
+		if k == 0 {
 			return false
+		}
+		lower, capital := k&identLower, k>>1&1
+		letters += lower | capital
+		upper += capital
+		words += capital & prevLower
+		under += k >> 2
+		prevLower = lower
+	}
+	if under > 0 {
+		words += under
+		if v[0] == '_' {
+			words--
+		}
+		if len(v) > 1 && v[len(v)-1] == '_' {
+			words--
 		}
 	}
 	if letters == 0 {
@@ -984,6 +980,49 @@ func looksLikeIdentifier(v string) bool {
 	}
 	return letters >= 3*words
 }
+
+// The classes of looksLikeCode's bytes: a letter, '_' and '$' are 0.
+const (
+	codeOther   = 1 // not in a name
+	codeAtStart = 2 // may not start a part: a digit or a dot
+	codeDot     = 4 | codeAtStart
+)
+
+var codeClass = func() (t [256]uint8) {
+	for c := range t {
+		switch b := byte(c); {
+		case isLetter(b) || b == '_' || b == '$':
+		case isDigit(b):
+			t[c] = codeAtStart
+		case b == '.':
+			t[c] = codeDot
+		default:
+			t[c] = codeOther
+		}
+	}
+	return t
+}()
+
+// The classes of looksLikeIdentifier's bytes; any other byte is 0.
+const (
+	identLower      = 1
+	identCapital    = 2
+	identUnderscore = 4
+)
+
+var identClass = func() (t [256]uint8) {
+	for c := range t {
+		switch b := byte(c); {
+		case isLower(b):
+			t[c] = identLower
+		case isUpper(b):
+			t[c] = identCapital
+		case b == '_':
+			t[c] = identUnderscore
+		}
+	}
+	return t
+}()
 
 // setKeyValue are the bytes of a value after a label that only says key.
 var setKeyValue = newSet("A-Za-z0-9_+/=.-")
