@@ -931,15 +931,21 @@ func looksLikeCode(v string) bool {
 		return false // trailing dot
 	}
 	if dots > 0 {
-		// cfg.Secret, process.env.TOKEN: every part reads like a name
-		for _, seg := range strings.Split(v, ".") {
-			if len(seg) > 3 && !looksLikeIdentifier(seg) && strings.ContainsAny(seg, "0123456789") {
-				return false
-			}
-		}
-		return true
+		return namedParts(v)
 	}
 	return looksLikeIdentifier(v)
+}
+
+// namedParts reports whether every part of a dotted path reads like a
+// name (cfg.Secret, process.env.TOKEN): a part of more than three bytes
+// with a digit must look like an identifier.
+func namedParts(v string) bool {
+	for _, seg := range strings.Split(v, ".") {
+		if len(seg) > 3 && !looksLikeIdentifier(seg) && strings.ContainsAny(seg, "0123456789") {
+			return false
+		}
+	}
+	return true
 }
 
 // looksLikeIdentifier reports a letters-and-underscores name built from
