@@ -83,8 +83,8 @@
 // part of a process. A worker process
 // starts, in this order: Heartbeat (so that its runner counts as alive
 // before it claims turns), Server, Reconciler.Start (which tries the
-// deployment's reconciler lease) and, if it took the lease,
-// Reconciler.ReconcileOnce; it stops in the reverse order, the Heartbeat
-// last.
+// deployment's reconciler lease and, if it took it, makes its first pass
+// in the background, so that the process serves while a backlog is
+// reconciled); it stops in the reverse order, the Heartbeat last.
 // An API-only process needs Queue, Hosts, Events and RateLimiter.
 package worker

@@ -63,6 +63,9 @@ type ReconcilerConfig struct {
 	Logger *slog.Logger
 	// Now tells the time. Default time.Now.
 	Now func() time.Time
+	// BeforePass, when set, runs before each pass of a started
+	// Reconciler, in its loop (a test holds a pass there).
+	BeforePass func()
 }
 
 func (c ReconcilerConfig) withDefaults() ReconcilerConfig {
@@ -208,9 +211,12 @@ func NewReconciler(turns Turns, queue *Queue, hosts chat.Hosts, cfg ReconcilerCo
 }
 
 // Start tries to take the deployment's lease at once, and then reconciles
-// every Interval in the background while it holds it, until Stop or until
-// ctx ends. The first pass comes after one Interval (or as soon as it takes
-// the lease from another holder); call ReconcileOnce for one at once.
+// in the background while it holds it, until Stop or until ctx ends: at
+// once when it took the lease (what an earlier run left queued or
+// running), then every Interval, and as soon as it takes the lease from
+// another holder. Start does not wait for a pass: with thousands of turns
+// pending the first one takes seconds, and its process serves meanwhile.
+// Call ReconcileOnce for a pass that the caller waits for.
 func (r *Reconciler) Start(ctx context.Context) error {
 	return r.lc.start(ctx, func(ctx context.Context) error {
 		r.ctx = context.WithoutCancel(ctx)
@@ -268,6 +274,9 @@ func (r *Reconciler) loop(ctx context.Context) {
 	t := time.NewTicker(r.cfg.Interval)
 	defer t.Stop()
 	var followUp <-chan time.Time // a pass once the turns a kicked pass found too young are not
+	if r.holds.Load() {
+		r.passInLoop(ctx)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -284,12 +293,19 @@ func (r *Reconciler) loop(ctx context.Context) {
 			followUp = time.After(r.cfg.Grace + 100*time.Millisecond)
 			r.tryLease(ctx)
 		}
-		if !r.holds.Load() {
-			continue
+		if r.holds.Load() {
+			r.passInLoop(ctx)
 		}
-		if _, err := r.ReconcileOnce(ctx); err != nil && ctx.Err() == nil {
-			r.log.WarnContext(ctx, "reconcile", slog.Any("err", err))
-		}
+	}
+}
+
+// passInLoop makes one of the loop's passes.
+func (r *Reconciler) passInLoop(ctx context.Context) {
+	if r.cfg.BeforePass != nil {
+		r.cfg.BeforePass()
+	}
+	if _, err := r.ReconcileOnce(ctx); err != nil && ctx.Err() == nil {
+		r.log.WarnContext(ctx, "reconcile", slog.Any("err", err))
 	}
 }
 

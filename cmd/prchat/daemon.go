@@ -56,9 +56,9 @@ type options struct {
 	commentLease   time.Duration
 	// forgeTimeout bounds each call of a forge's API (default 30 s).
 	forgeTimeout time.Duration
-	// beforeStartPass runs before a worker's reconcile at start (a test
-	// holds the worker there).
-	beforeStartPass func()
+	// beforePass runs before each pass of a worker's reconciler (a test
+	// holds its pass at start there).
+	beforePass func()
 }
 
 // daemon is a running prchat process. start fills it in, part by part
@@ -112,8 +112,9 @@ func start(ctx context.Context, cfg Config, r role, o options) (_ *daemon, err e
 	}
 	if !r.api {
 		// A worker alone serves its liveness and metrics from before its
-		// reconcile at start, which takes seconds with many turns pending:
-		// a liveness probe must not kill it meanwhile.
+		// parts start (its reconciler's first pass, in the background,
+		// takes seconds with many turns pending): a liveness probe must not
+		// kill it meanwhile.
 		d.api = api.NewProbe(api.Config{Registry: d.registry, Logger: d.log})
 		if err := d.listen(cfg); err != nil {
 			return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/hibiken/asynq"
@@ -123,42 +124,65 @@ func TestServeReconcilesAtStart(t *testing.T) {
 	}
 }
 
-// TestWorkerIsLiveDuringItsReconcileAtStart holds a worker alone in its
-// reconcile at start (which takes seconds with many turns pending) and
-// checks that its liveness probe answers meanwhile, so that an
-// orchestrator does not kill it for being slow to start.
-func TestWorkerIsLiveDuringItsReconcileAtStart(t *testing.T) {
+// TestDaemonServesDuringItsReconcileAtStart holds a daemon's first
+// reconciler pass (which takes seconds with many turns pending) and checks
+// that start returns meanwhile: a worker alone answers its liveness probe,
+// so that an orchestrator does not kill it for being slow to start, and
+// serve answers its API. Released, the pass enqueues the job Redis lost.
+func TestDaemonServesDuringItsReconcileAtStart(t *testing.T) {
 	t.Parallel()
 	for _, m := range modes(t) {
-		t.Run(m.name, func(t *testing.T) {
-			t.Parallel()
-			e := splitSetup(t, m)
-			cfg := e.cfg
-			cfg.Listen = "127.0.0.1:" + freePort(t)
-			held, release := make(chan struct{}), make(chan struct{})
-			opts := e.opts
-			opts.beforeStartPass = func() { close(held); <-release }
-			started := make(chan *daemon, 1)
-			go func() {
-				d, err := start(context.Background(), cfg, role{worker: true}, opts)
-				if err != nil {
-					t.Errorf("start worker: %v", err)
+		for _, d := range []struct {
+			name string
+			role role
+			path string
+		}{
+			{"worker", role{worker: true}, "/healthz"},
+			{"serve", role{api: true, worker: true}, "/api/v1/repos"},
+		} {
+			t.Run(m.name+"/"+d.name, func(t *testing.T) {
+				t.Parallel()
+				e := splitSetup(t, m)
+				conv, _ := e.ask(e.review("local", nil), "Where is Load?")
+				if err := workertest.Connect(t, e.cfg.RedisURL).FlushDB(context.Background()).Err(); err != nil {
+					t.Fatal(err)
 				}
-				started <- d
-			}()
-			chattest.Receive(t, "the worker to reach its reconcile at start", held)
-			chattest.Eventually(t, "the held worker's /healthz to answer 200", func() bool {
-				resp, err := http.Get("http://" + cfg.Listen + "/healthz")
-				if err != nil {
-					return false
+				cfg := e.cfg
+				cfg.Listen = "127.0.0.1:" + freePort(t)
+				held, release := make(chan struct{}), make(chan struct{})
+				var first sync.Once
+				opts := e.opts
+				opts.beforePass = func() { first.Do(func() { close(held); <-release }) }
+				started := make(chan *daemon, 1)
+				go func() {
+					dm, err := start(context.Background(), cfg, d.role, opts)
+					if err != nil {
+						t.Errorf("start %s: %v", d.name, err)
+					}
+					started <- dm
+				}()
+				chattest.Receive(t, "the reconciler's first pass to begin", held)
+				dm := chattest.Receive(t, "start to return while that pass is held", started)
+				if dm == nil {
+					close(release)
+					return
 				}
-				resp.Body.Close()
-				return resp.StatusCode == http.StatusOK
+				defer dm.Stop()
+				// Stop waits for the pass: release it first, however the
+				// test ends.
+				releasePass := sync.OnceFunc(func() { close(release) })
+				defer releasePass()
+				doAt(t, "http://"+cfg.Listen, "GET", d.path, nil, http.StatusOK, nil)
+				var queued turnJSON
+				e.do("GET", "/api/v1/conversations/"+conv+"/turns/1", nil, http.StatusOK, &queued)
+				if queued.State != "queued" {
+					t.Fatalf("with the pass held the turn whose job was lost is %s, want queued", queued.State)
+				}
+				releasePass()
+				if got := e.wait(conv, 1); got.State != "succeeded" {
+					t.Fatalf("turn = %+v", got)
+				}
 			})
-			close(release)
-			if d := chattest.Receive(t, "the worker to start", started); d != nil {
-				d.Stop()
-			}
-		})
+		}
 	}
 }

@@ -198,6 +198,7 @@ func (d *daemon) startWorker(ctx context.Context, cfg Config, o options) (err er
 	d.runner = id.Runner()
 	if d.reconciler, err = worker.NewReconciler(d.domain.turns, d.queue, d.hosts, worker.ReconcilerConfig{
 		Interval: cfg.ReconcileInterval, Grace: o.reconcileGrace, Policy: d.policy, Holder: id.Runner(), Logger: d.log,
+		BeforePass: o.beforePass,
 	}); err != nil {
 		return err
 	}
@@ -228,17 +229,11 @@ func (d *daemon) startWorker(ctx context.Context, cfg Config, o options) (err er
 		return err
 	}
 	// The deployment's reconciler (the one holding its lease) reconciles
-	// what an earlier run left queued or running, then keeps at it.
+	// what an earlier run left queued or running, then keeps at it. Its
+	// first pass runs in its own loop: the process serves meanwhile (for
+	// serve, its API opens at once, whatever the backlog).
 	if err = d.reconciler.Start(run); err != nil {
 		return err
-	}
-	if o.beforeStartPass != nil {
-		o.beforeStartPass()
-	}
-	if d.reconciler.Holds() {
-		if _, err := d.reconciler.ReconcileOnce(ctx); err != nil {
-			d.log.WarnContext(ctx, "reconcile at start", slog.Any("err", err))
-		}
 	}
 	// Webhook questions exist only where a webhook or a forge is set up;
 	// elsewhere the outbox's poll would be idle work.
