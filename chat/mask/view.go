@@ -243,23 +243,11 @@ func statsOf(v string) textStats {
 	if len(v) < 256 {
 		var cnt [256]uint8
 		t.distinct, t.letterRun = countBytes(v, &cnt, &seen)
-		for _, c := range seen[:t.distinct] {
-			k := cnt[c]
-			cls[byteClass[c]] += int(k)
-			sum += klog2k[k] // klog2k[1] is 0
-		}
+		sum = sumCounts(&cnt, seen[:t.distinct], &cls)
 	} else {
 		var cnt [256]uint32
 		t.distinct, t.letterRun = countBytes(v, &cnt, &seen)
-		for _, c := range seen[:t.distinct] {
-			k := cnt[c]
-			cls[byteClass[c]] += int(k)
-			if k < uint32(len(klog2k)) {
-				sum += klog2k[k]
-			} else {
-				sum += float64(k) * math.Log2(float64(k))
-			}
-		}
+		sum = sumCounts(&cnt, seen[:t.distinct], &cls)
 	}
 	// H = log2(n) - (1/n) * sum(c * log2(c)) over the byte counts c; the
 	// classes are counted by distinct byte too.
@@ -296,6 +284,23 @@ func countBytes[T uint8 | uint32](v string, cnt *[256]T, seen *[257]byte) (disti
 		best = max(best, run)
 	}
 	return d, best
+}
+
+// sumCounts adds the counts of the distinct bytes seen to their classes
+// in cls and returns the sum of k*log2(k) over them (statsOf's entropy
+// term; klog2k[1] is 0).
+func sumCounts[T uint8 | uint32](cnt *[256]T, seen []byte, cls *[4]int) float64 {
+	sum := 0.0
+	for _, c := range seen {
+		k := cnt[c]
+		cls[byteClass[c]] += int(k)
+		if uint32(k) < uint32(len(klog2k)) {
+			sum += klog2k[k]
+		} else {
+			sum += float64(k) * math.Log2(float64(k))
+		}
+	}
+	return sum
 }
 
 // letterMask[b] is all ones for a letter, else zero.
