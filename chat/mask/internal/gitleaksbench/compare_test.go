@@ -280,6 +280,28 @@ func runStream(m *mask.Masker, text string, n int) (string, time.Duration) {
 	return b.String(), time.Since(start)
 }
 
+// countPrchat and countStream are runPrchat and runStream for the
+// benchmarks: they return how many bytes came out and leave the masked
+// pieces to nobody, so that a figure is the masker's and not a collector's
+// copy (16-byte pieces cost a copy each). TestCompare checks what runStream
+// and runPrchat return.
+func countPrchat(m *mask.Masker, chunks []string) int {
+	out := 0
+	for _, c := range chunks {
+		out += len(m.String(c))
+	}
+	return out
+}
+
+func countStream(m *mask.Masker, text string, n int) int {
+	st := m.Stream()
+	out := 0
+	for i := 0; i < len(text); i += n {
+		out += len(st.Write(text[i:min(len(text), i+n)]))
+	}
+	return out + len(st.Flush())
+}
+
 // runGitleaks runs the default gitleaks detector over every chunk.
 func runGitleaks(d *detect.Detector, chunks []string) ([]report.Finding, time.Duration) {
 	var fs []report.Finding
@@ -508,9 +530,9 @@ func BenchmarkThroughput(b *testing.B) {
 				reportCPU(b, len(t.text), cpuTime()-cpu)
 			})
 		}
-		run("prchat-String", func() { runPrchat(m, chunks) })
-		run("prchat-Stream16", func() { runStream(m, t.text, 16) })
-		run("prchat-Stream64", func() { runStream(m, t.text, 64) })
+		run("prchat-String", func() { countPrchat(m, chunks) })
+		run("prchat-Stream16", func() { countStream(m, t.text, 16) })
+		run("prchat-Stream64", func() { countStream(m, t.text, 64) })
 		run("gitleaks", func() { runGitleaks(gl, chunks) })
 	}
 }
@@ -531,13 +553,13 @@ func BenchmarkCompare(b *testing.B) {
 	b.Run("prchat-String", func(b *testing.B) {
 		b.SetBytes(int64(len(doc.text)))
 		for b.Loop() {
-			runPrchat(m, doc.chunks)
+			countPrchat(m, doc.chunks)
 		}
 	})
 	b.Run("prchat-Stream", func(b *testing.B) {
 		b.SetBytes(int64(len(doc.text)))
 		for b.Loop() {
-			runStream(m, doc.text, 16)
+			countStream(m, doc.text, 16)
 		}
 	})
 	b.Run("gitleaks", func(b *testing.B) {
