@@ -3,6 +3,7 @@ package mask
 import (
 	"math"
 	"strings"
+	"unsafe"
 )
 
 // Stream masks text that arrives in pieces, such as the text deltas of a
@@ -11,20 +12,26 @@ import (
 // concurrent use; use one per stream.
 type Stream struct {
 	m *Masker
-	// The retained text is buf = blk.String()[base:]. blk only ever grows
-	// within its capacity: a delta is appended without copying what is
-	// retained, and the text released unmasked is returned as a substring
-	// of it, without a copy. Forgetting text moves base; a delta that does
-	// not fit moves the retained text to a new block.
-	blk  strings.Builder
-	base int
+	// The retained text, buf, is blk[base:n] read as a string (text).
+	// blk is written only past n: a delta is appended without copying
+	// what is retained, and the text released unmasked is returned as a
+	// substring of it, without a copy, which no later Write changes.
+	// Forgetting text moves base; a delta that does not fit moves the
+	// retained text to a new block. Only that move stores a pointer: a
+	// Write stores integers, so it costs no write barrier while the
+	// collector marks (a strings.Builder stores its slice on each write,
+	// and the garbage this stream makes keeps the collector marking a
+	// fifth of the time).
+	blk     []byte
+	n, base int
 	// Masked text is rendered into outBlk the same way: each release is
 	// a substring of it, and a release that does not fit starts a new one.
 	outBlk strings.Builder
 
-	buf  string // retained text: context, released text not yet forgotten, pending text
-	skip int    // keywords starting before buf[skip:] have been dealt with
-	out  int    // bytes of buf already released
+	// Positions below are in buf: context, released text not yet
+	// forgotten, pending text.
+	skip int // keywords starting before buf[skip:] have been dealt with
+	out  int // bytes of buf already released
 	// The prefilter runs over each byte once: st is its state after
 	// buf[:len(buf)], and hits are the keyword occurrences found in buf
 	// that start at or after skip, whose rules run again on every Write
@@ -78,9 +85,8 @@ func (s *Stream) Write(delta string) string {
 	if delta == "" {
 		return ""
 	}
-	from := len(s.buf)
-	s.append(delta)
-	buf := s.buf
+	from := s.n - s.base
+	buf := s.append(delta)
 	a := s.m.ac
 	quiet := len(s.hits) == 0 && len(s.done) == 0
 	n := len(s.hits)
@@ -175,18 +181,22 @@ func (s *Stream) releaseQuiet(buf string) string {
 	return out
 }
 
-// append adds delta to the retained text.
-func (s *Stream) append(delta string) {
-	if s.blk.Cap()-s.blk.Len() < len(delta) {
+// text is the retained text.
+func (s *Stream) text() string {
+	return unsafe.String(unsafe.SliceData(s.blk), s.n)[s.base:]
+}
+
+// append adds delta to the retained text and returns it.
+func (s *Stream) append(delta string) string {
+	if len(s.blk)-s.n < len(delta) {
 		// The retained text moves to a new block; the old one stays with
 		// the text released from it.
-		s.blk = strings.Builder{}
-		s.blk.Grow(max(streamBlock, 2*(len(s.buf)+len(delta))))
-		s.blk.WriteString(s.buf)
-		s.base = 0
+		buf := s.text()
+		blk := make([]byte, max(streamBlock, 2*(len(buf)+len(delta))))
+		s.blk, s.n, s.base = blk, copy(blk, buf), 0
 	}
-	s.blk.WriteString(delta)
-	s.buf = s.blk.String()[s.base:]
+	s.n += copy(s.blk[s.n:], delta)
+	return s.text()
 }
 
 // forget drops the first n bytes of the retained text, which lie before
@@ -209,7 +219,6 @@ func (s *Stream) forget(n int) {
 		s.wake.end -= n
 	}
 	s.base += n
-	s.buf = s.buf[n:]
 	s.trail.shift(n)
 }
 
@@ -244,9 +253,9 @@ func (s *Stream) Flush() string {
 	if s.m == nil || s.m.ac == nil {
 		return ""
 	}
-	buf, out, skip := s.buf, s.out, s.skip
-	s.blk, s.outBlk = strings.Builder{}, strings.Builder{}
-	s.base, s.buf, s.out, s.skip, s.st, s.hits, s.done, s.trail = 0, "", 0, 0, 0, s.hits[:0], s.done[:0], trail{}
+	buf, out, skip := s.text(), s.out, s.skip
+	s.blk, s.outBlk = nil, strings.Builder{}
+	s.n, s.base, s.out, s.skip, s.st, s.hits, s.done, s.trail = 0, 0, 0, 0, 0, s.hits[:0], s.done[:0], trail{}
 	s.wake, s.fresh = noWake, false
 	if out >= len(buf) {
 		return ""
