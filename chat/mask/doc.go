@@ -243,7 +243,8 @@
 // comparison module prints gitleaks' figures on the same corpus, and its
 // BenchmarkThroughput both detectors on dense secret text (the corpus
 // joined) and on ordinary source code: prchat's String and Stream in 16-
-// and 64-byte deltas beside gitleaks, in MB/s and MB per CPU second.
+// and 64-byte deltas beside gitleaks, in MB/s and MB per CPU second (the
+// masker's work alone: the masked pieces are counted, not collected).
 //
 // The package's own benchmarks (go test -bench . -cpu 1 ./chat/mask)
 // measure a 200-byte answer (BenchmarkString200B), 4 MB of mixed text
