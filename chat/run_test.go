@@ -192,6 +192,67 @@ func TestFencingTwoRunsStoreOneAnswer(t *testing.T) {
 	}
 }
 
+// TestALostClaimIsRunAgain: a claim commits without waiting for the disk
+// (store.claimUpdateLease), so a Postgres crash right after it may lose it
+// and put the turn back to queued at its old fence under a run that goes
+// on. That run stores nothing, and the next delivery (the reconciler's
+// enqueue of a queued turn without a job) answers the turn once.
+func TestALostClaimIsRunAgain(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	f := setupStore(t, st)
+	ctx := context.Background()
+	release := make(chan struct{})
+	f.scripted.Push(scripted.Step{Wait: release, Answer: answer("from the run whose claim was lost")})
+	f.scripted.Push(scripted.Step{Answer: answer("from the next run")})
+
+	first := make(chan error, 1)
+	go func() { first <- f.services[0].Runner.Run(ctx, f.turn, "w1/a") }()
+	chattest.Eventually(t, "the first run's agent call", func() bool { return len(f.scripted.Requests()) == 1 })
+
+	// The crash: the claim never reached the disk, as if it had not been made.
+	if err := st.DB().Exec(`UPDATE turns SET state = 'queued', fence = fence - 1, runner = '', started_at = NULL WHERE id = ?`, f.turn).Error; err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatalf("the run whose claim was lost: %v", err)
+	}
+	turn, err := f.store.Turn(ctx, f.conv, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if turn.State != chat.StateQueued || turn.Answer != nil {
+		t.Fatalf("after the run whose claim was lost, turn = %+v, want it queued with no answer", turn)
+	}
+
+	if err := f.services[1].Runner.Run(ctx, f.turn, "w2/b"); err != nil {
+		t.Fatalf("next run: %v", err)
+	}
+	if turn, err = f.store.Turn(ctx, f.conv, 1); err != nil {
+		t.Fatal(err)
+	}
+	if turn.State != chat.StateSucceeded || turn.Answer == nil || turn.Answer.AnswerMarkdown != "from the next run" {
+		t.Fatalf("turn = %+v, want the next run's answer", turn)
+	}
+	events, err := f.store.Events(ctx, f.turn, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dones := 0
+	for i, e := range events {
+		if e.Seq != int64(i+1) {
+			t.Errorf("event %d has seq %d: the transcript has a gap or a duplicate", i, e.Seq)
+		}
+		if e.Type == chat.EventDone {
+			dones++
+		}
+	}
+	if dones != 1 {
+		t.Errorf("transcript has %d done events, want 1", dones)
+	}
+}
+
 // TestRunOfASettledTurnDoesNothing: a job delivered again after its turn
 // was cancelled returns at once without calling the agent.
 func TestRunOfASettledTurnDoesNothing(t *testing.T) {

@@ -147,6 +147,21 @@ const claimUpdate = `UPDATE turns
 SET state = 'running', fence = fence + 1, runner = ?, started_at = COALESCE(started_at, ?)
 WHERE id = ? AND ` + pending
 
+// claimUpdateLease is claimUpdate on Postgres, whose commit does not wait
+// for the write-ahead log to reach the disk (synchronous_commit off for
+// its own transaction, set by the statement itself so that it needs no
+// round trip of its own and holds behind PgBouncer in transaction pooling).
+// A claim is a lease, not a result: a Postgres crash can lose only the
+// claims of the last moments before it, which puts those turns back to
+// queued at their old fence, and the reconciler enqueues them again. Every
+// commit that matters waits as before: an ask's (an accepted turn is never
+// lost), a finish's (whose flush carries the claim before it), a settle's.
+// It halves the flushes a run waits for.
+const claimUpdateLease = `UPDATE turns
+SET state = 'running', fence = fence + 1, runner = ?, started_at = COALESCE(started_at, ?)
+FROM (SELECT set_config('synchronous_commit', 'off', true)) AS lease
+WHERE id = ? AND ` + pending
+
 // claimWithConversation returns the turn claimed by claimUpdate (in the
 // CTE t) with the head of its conversation, the columns of
 // selectConversations prefixed conv_. The joins are outer so that the
@@ -180,7 +195,7 @@ func (s *Store) claim(ctx context.Context, id, runner string, withConv bool, con
 	// call, even one that discards it.
 	if withConv && s.dialect == dialectPostgres {
 		var rows []claimedTurn
-		if err := db.Raw(`WITH t AS (`+claimUpdate+cond+` RETURNING *)`+claimWithConversation, args...).Find(&rows).Error; err != nil {
+		if err := db.Raw(`WITH t AS (`+claimUpdateLease+cond+` RETURNING turns.*)`+claimWithConversation, args...).Find(&rows).Error; err != nil {
 			return chat.Turn{}, chat.Conversation{}, false, fmt.Errorf("claim turn %s: %w", id, err)
 		}
 		if len(rows) == 0 {
@@ -194,8 +209,12 @@ func (s *Store) claim(ctx context.Context, id, runner string, withConv bool, con
 		}
 		return t, rows[0].Conv.chat(), true, nil
 	}
+	update := claimUpdate + cond + ` RETURNING *`
+	if s.dialect == dialectPostgres {
+		update = claimUpdateLease + cond + ` RETURNING turns.*`
+	}
 	var rows []turnRow
-	if err := db.Raw(claimUpdate+cond+` RETURNING *`, args...).Find(&rows).Error; err != nil {
+	if err := db.Raw(update, args...).Find(&rows).Error; err != nil {
 		return chat.Turn{}, chat.Conversation{}, false, fmt.Errorf("claim turn %s: %w", id, err)
 	}
 	if len(rows) == 0 {
