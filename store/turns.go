@@ -143,9 +143,11 @@ func (s *Store) claimTurn(ctx context.Context, id, runner string, allow func(cha
 
 // claimUpdate takes the next fence of a pending turn; the condition of the
 // caller follows it.
-const claimUpdate = `UPDATE turns
-SET state = 'running', fence = fence + 1, runner = ?, started_at = COALESCE(started_at, ?)
+const claimUpdate = `UPDATE turns ` + claimSet + `
 WHERE id = ? AND ` + pending
+
+// claimSet is what a claim sets.
+const claimSet = `SET state = 'running', fence = fence + 1, runner = ?, started_at = COALESCE(started_at, ?)`
 
 // claimUpdateLease is claimUpdate on Postgres, whose commit does not wait
 // for the write-ahead log to reach the disk (synchronous_commit off for
@@ -157,8 +159,7 @@ WHERE id = ? AND ` + pending
 // commit that matters waits as before: an ask's (an accepted turn is never
 // lost), a finish's (whose flush carries the claim before it), a settle's.
 // It halves the flushes a run waits for.
-const claimUpdateLease = `UPDATE turns
-SET state = 'running', fence = fence + 1, runner = ?, started_at = COALESCE(started_at, ?)
+const claimUpdateLease = `UPDATE turns ` + claimSet + `
 FROM (SELECT set_config('synchronous_commit', 'off', true)) AS lease
 WHERE id = ? AND ` + pending
 
