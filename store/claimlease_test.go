@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"os"
@@ -35,21 +36,18 @@ func TestClaimCommitsWithoutWaitingForTheDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	show := func(tx *sql.Tx) string {
+	// show reads the setting in the session (conn) or in a transaction of it
+	show := func(q interface {
+		QueryRowContext(context.Context, string, ...any) *sql.Row
+	}) string {
 		t.Helper()
 		var v string
-		var err error
-		if tx != nil {
-			err = tx.QueryRowContext(ctx, `SELECT current_setting('synchronous_commit')`).Scan(&v)
-		} else {
-			err = conn.QueryRowContext(ctx, `SELECT current_setting('synchronous_commit')`).Scan(&v)
-		}
-		if err != nil {
+		if err := q.QueryRowContext(ctx, `SELECT current_setting('synchronous_commit')`).Scan(&v); err != nil {
 			t.Fatal(err)
 		}
 		return v
 	}
-	before := show(nil)
+	before := show(conn)
 	if before == "off" {
 		t.Skipf("this server commits without waiting for the disk anyway (synchronous_commit %s)", before)
 	}
@@ -84,7 +82,7 @@ func TestClaimCommitsWithoutWaitingForTheDisk(t *testing.T) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	if got := show(nil); got != before {
+	if got := show(conn); got != before {
 		t.Errorf("synchronous_commit is %s after the claim's transaction, want the session's %s back", got, before)
 	}
 }

@@ -163,8 +163,18 @@ const claimUpdateLease = `UPDATE turns ` + claimSet + `
 FROM (SELECT set_config('synchronous_commit', 'off', true)) AS lease
 WHERE id = ? AND ` + pending
 
-// claimWithConversation returns the turn claimed by claimUpdate (in the
-// CTE t) with the head of its conversation, the columns of
+// claimReturning is the claim's update with the caller's condition cond,
+// returning the claimed turn: claimUpdateLease on Postgres (which names
+// the turns' columns, as its FROM list adds one), claimUpdate on SQLite.
+func (s *Store) claimReturning(cond string) string {
+	if s.dialect == dialectPostgres {
+		return claimUpdateLease + cond + ` RETURNING turns.*`
+	}
+	return claimUpdate + cond + ` RETURNING *`
+}
+
+// claimWithConversation returns the turn claimed by claimUpdateLease (in
+// the CTE t) with the head of its conversation, the columns of
 // selectConversations prefixed conv_. The joins are outer so that the
 // claim's row is returned whatever: a conversation is never missing while
 // its turn exists, and a claim that took a fence must say so.
@@ -196,7 +206,7 @@ func (s *Store) claim(ctx context.Context, id, runner string, withConv bool, con
 	// call, even one that discards it.
 	if withConv && s.dialect == dialectPostgres {
 		var rows []claimedTurn
-		if err := db.Raw(`WITH t AS (`+claimUpdateLease+cond+` RETURNING turns.*)`+claimWithConversation, args...).Find(&rows).Error; err != nil {
+		if err := db.Raw(`WITH t AS (`+s.claimReturning(cond)+`)`+claimWithConversation, args...).Find(&rows).Error; err != nil {
 			return chat.Turn{}, chat.Conversation{}, false, fmt.Errorf("claim turn %s: %w", id, err)
 		}
 		if len(rows) == 0 {
@@ -210,12 +220,8 @@ func (s *Store) claim(ctx context.Context, id, runner string, withConv bool, con
 		}
 		return t, rows[0].Conv.chat(), true, nil
 	}
-	update := claimUpdate + cond + ` RETURNING *`
-	if s.dialect == dialectPostgres {
-		update = claimUpdateLease + cond + ` RETURNING turns.*`
-	}
 	var rows []turnRow
-	if err := db.Raw(update, args...).Find(&rows).Error; err != nil {
+	if err := db.Raw(s.claimReturning(cond), args...).Find(&rows).Error; err != nil {
 		return chat.Turn{}, chat.Conversation{}, false, fmt.Errorf("claim turn %s: %w", id, err)
 	}
 	if len(rows) == 0 {
