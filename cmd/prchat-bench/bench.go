@@ -319,6 +319,12 @@ type bencher struct {
 	// ownQueries counts the statements the bench itself runs on the
 	// daemons' database, which the Postgres counts per turn leave out.
 	ownQueries atomic.Int64
+	// vacuums are the vacuums between windows (bencher.vacuum).
+	vacuums struct {
+		n      int
+		took   time.Duration
+		failed bool
+	}
 }
 
 // Run runs the bench cfg describes and prints its report to stdout; the

@@ -76,6 +76,9 @@ func (b *bencher) splitThroughput(ctx context.Context, api, w1 *benchDaemon) (*b
 	}
 	b.addDrainRates(rates)
 	b.addDrainFlatness()
+	if v := b.vacuums; v.n > 0 {
+		b.rep.note(fmt.Sprintf("throughput: before each window the bench vacuumed its schema's tables (VACUUM (ANALYZE), %d times, %s in all, outside the windows; the server's autovacuum is %s): a window's figures do not include removing the garbage the turns before it left, nor cleaning up after the ones in it", v.n, v.took.Round(time.Millisecond), b.autovacuum(ctx)))
+	}
 	if err := b.reconcilerScale(ctx, api, startUpTo, stopAll); err != nil {
 		stopAll()
 		return nil, err
@@ -108,6 +111,7 @@ func (b *bencher) drainAlone(ctx context.Context, api *benchDaemon, n, r int, st
 	drainRate := cmp.Or(b.perf.turnsPerSecond[workersLabel(n)], b.perf.turnsPerSecond[workersLabel(workerCounts[len(workerCounts)-1])])
 	backlog := int64(2.5 * drainRate * (warm + dur + 2*time.Second).Seconds())
 	backlog = min(max(backlog, 1500), 100_000)
+	b.vacuum(ctx)
 	if err := b.askBacklog(ctx, api, backlog); err != nil {
 		return 0, fmt.Errorf("%s: ask the backlog: %w", label, err)
 	}
@@ -129,11 +133,11 @@ func (b *bencher) drainAlone(ctx context.Context, api *benchDaemon, n, r int, st
 	}
 	ranOut := false
 	for time.Since(tFrom) < dur {
-		p, err := b.pending(ctx)
+		left, err := b.anyPending(ctx)
 		if err != nil {
 			return 0, err
 		}
-		if p == 0 {
+		if !left {
 			ranOut = true
 			break
 		}
