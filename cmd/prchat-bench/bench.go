@@ -646,6 +646,7 @@ func (b *bencher) run(ctx context.Context) error {
 			return err
 		}
 	}
+	b.noteVacuums(ctx)
 	return ctx.Err()
 }
 

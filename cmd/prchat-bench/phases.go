@@ -87,6 +87,14 @@ func (b *bencher) vacuum(ctx context.Context) {
 	b.vacuums.took += time.Since(start)
 }
 
+// noteVacuums notes the vacuums of the whole run (every phase whose
+// throughput windows ran on Postgres made them).
+func (b *bencher) noteVacuums(ctx context.Context) {
+	if v := b.vacuums; v.n > 0 {
+		b.rep.note(fmt.Sprintf("throughput: before each window the bench vacuumed its schema's tables (VACUUM (ANALYZE), %d times, %s in all, outside the windows; the server's autovacuum is %s): a window's figures do not include removing the garbage the turns before it left, nor cleaning up after the ones in it", v.n, v.took.Round(time.Millisecond), b.autovacuum(ctx)))
+	}
+}
+
 // noteVacuum notes the first failed vacuum.
 func (b *bencher) noteVacuum(err error) {
 	if err != nil && !b.vacuums.failed {

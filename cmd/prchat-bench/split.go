@@ -76,9 +76,6 @@ func (b *bencher) splitThroughput(ctx context.Context, api, w1 *benchDaemon) (*b
 	}
 	b.addDrainRates(rates)
 	b.addDrainFlatness()
-	if v := b.vacuums; v.n > 0 {
-		b.rep.note(fmt.Sprintf("throughput: before each window the bench vacuumed its schema's tables (VACUUM (ANALYZE), %d times, %s in all, outside the windows; the server's autovacuum is %s): a window's figures do not include removing the garbage the turns before it left, nor cleaning up after the ones in it", v.n, v.took.Round(time.Millisecond), b.autovacuum(ctx)))
-	}
 	if err := b.reconcilerScale(ctx, api, startUpTo, stopAll); err != nil {
 		stopAll()
 		return nil, err
