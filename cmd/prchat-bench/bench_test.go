@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -203,6 +205,25 @@ func TestAgentDirectives(t *testing.T) {
 	for _, e := range events {
 		if ns, ok := summaryNanos([]byte(`{"type":"tool_result","summary":"` + e.Summary + `"}`)); !ok || ns < before {
 			t.Errorf("event %+v carries no send time after the start", e)
+		}
+	}
+	// start= schedules the events on the caller's clock: event i goes out
+	// no sooner than start plus i intervals.
+	start := time.Now().Add(20 * time.Millisecond)
+	var sent []int64
+	q := fmt.Sprintf("events=3 interval=10ms start=%d", start.UnixNano())
+	if _, err := a.Run(t.Context(), chat.RunRequest{Question: q}, func(e chat.Event) {
+		ns, _ := strconv.ParseInt(e.Summary, 10, 64)
+		sent = append(sent, ns)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(sent) != 3 {
+		t.Fatalf("%d events with start=, want 3", len(sent))
+	}
+	for i, ns := range sent {
+		if due := start.Add(time.Duration(i) * 10 * time.Millisecond).UnixNano(); ns < due {
+			t.Errorf("event %d went out %s before its time", i, time.Duration(due-ns))
 		}
 	}
 	again, err := a.Run(t.Context(), chat.RunRequest{Question: "q", Mode: chat.SessionResumed, Session: chat.SessionRef{ID: res.SessionID}}, func(chat.Event) {})

@@ -109,15 +109,19 @@ func (b *bencher) events(ctx context.Context, api *benchDaemon, n int) error {
 	goBefore, goErr := b.goStats(ctx, api)
 
 	convs := make([]string, k)
+	// The first event of turn 0 goes out hold from now, turn i's i/k of
+	// an interval after it: on the bench's clock, not from when each turn
+	// started running.
+	first := time.Now().Add(hold)
 	for i := range convs {
-		// Turn i starts i/k of an interval after turn 0.
-		body := askBody(fmt.Sprintf("events=%d interval=%s hold=%s", eventsPerTurn, eventsInterval, hold+time.Duration(i)*eventsInterval/time.Duration(k)))
+		at := first.Add(time.Duration(i) * eventsInterval / time.Duration(k))
+		body := askBody(fmt.Sprintf("events=%d interval=%s start=%d", eventsPerTurn, eventsInterval, at.UnixNano()))
 		var err error
 		if convs[i], err = b.ask(ctx, api.url, body, true); err != nil {
 			return fmt.Errorf("events: %w", err)
 		}
 	}
-	askedAt := time.Now()
+	askedAt := first.Add(-hold)
 
 	client := &http.Client{Transport: &http.Transport{
 		DialContext:        (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
@@ -235,7 +239,7 @@ func (b *bencher) events(ctx context.Context, api *benchDaemon, n int) error {
 			n, connectedAt.Sub(askedAt).Round(time.Millisecond), idleAt.Sub(askedAt).Round(time.Millisecond), hold))
 	}
 	if n == b.cfg.Subscribers[0] {
-		b.rep.note(fmt.Sprintf("events: %d turns (at most --concurrency), each followed by 1/%d of the subscribers, wait 3 s + 2 ms per subscriber for them to connect, then emit %d tool_result events %s apart, the turns %s apart: every subscriber gets %.0f events/s whatever their count (the figure asked is subscribers × that); "+
+		b.rep.note(fmt.Sprintf("events: %d turns (at most --concurrency), each followed by 1/%d of the subscribers, wait 3 s + 2 ms per subscriber for them to connect, then emit %d tool_result events %s apart, the turns %s apart, on the bench's clock (no turn drifts into another by what its emits cost): every subscriber gets %.0f events/s whatever their count (the figure asked is subscribers × that); "+
 			"idle figures are read %s after the last subscriber connected, before the first event, against the fresh API process (RSS per subscriber is held to its goal from %d subscribers on: below that the process's own growth is most of the change); latency is the time the bench read an event minus the send time the agent wrote in it; CPU per delivered event is the API process's CPU from just before the first event to the last done event over the events delivered",
 			k, k, eventsPerTurn, eventsInterval, eventsInterval/time.Duration(k), 1/eventsInterval.Seconds(), eventsIdle, memoryGoalFrom))
 	}

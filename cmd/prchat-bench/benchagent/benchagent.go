@@ -18,7 +18,12 @@ import (
 // only the daemon is measured. A question may carry directives: "events=N
 // interval=D hold=D" make it wait hold, then emit N tool_result events
 // interval apart whose summary is the send time in Unix nanoseconds (for
-// delivery latency). The zero value is ready to use.
+// delivery latency). "start=NS" (Unix nanoseconds) sets when the first
+// event goes out instead of hold. The events keep their schedule, event i
+// at the first's time plus i intervals, however long emitting takes:
+// turns the bench starts a fraction of an interval apart stay that far
+// apart, rather than drifting into each other by what each emit costs.
+// The zero value is ready to use.
 type Agent struct {
 	sessions atomic.Int64
 }
@@ -46,6 +51,7 @@ func (b *Agent) HasSession(context.Context, chat.SessionRef) error { return nil 
 func (b *Agent) Run(ctx context.Context, req chat.RunRequest, emit func(chat.Event)) (chat.RunResult, error) {
 	var events int
 	var interval, hold time.Duration
+	var start time.Time
 	for _, f := range strings.Fields(req.Question) {
 		k, v, _ := strings.Cut(f, "=")
 		switch k {
@@ -55,16 +61,21 @@ func (b *Agent) Run(ctx context.Context, req chat.RunRequest, emit func(chat.Eve
 			interval, _ = time.ParseDuration(v)
 		case "hold":
 			hold, _ = time.ParseDuration(v)
+		case "start":
+			if ns, err := strconv.ParseInt(v, 10, 64); err == nil {
+				start = time.Unix(0, ns)
+			}
 		}
 	}
-	if err := chat.Sleep(ctx, hold); err != nil {
+	if start.IsZero() {
+		start = time.Now().Add(hold)
+	}
+	if err := chat.Sleep(ctx, time.Until(start)); err != nil {
 		return chat.RunResult{}, err
 	}
 	for i := 0; i < events; i++ {
-		if i > 0 {
-			if err := chat.Sleep(ctx, interval); err != nil {
-				return chat.RunResult{}, err
-			}
+		if err := chat.Sleep(ctx, time.Until(start.Add(time.Duration(i)*interval))); err != nil {
+			return chat.RunResult{}, err
 		}
 		emit(chat.Event{Type: chat.EventToolResult, ToolID: strconv.Itoa(i), ToolName: "bench", Summary: strconv.FormatInt(time.Now().UnixNano(), 10)})
 	}
