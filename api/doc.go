@@ -24,6 +24,14 @@
 // The routes count deliveries and hand /ask comments to
 // Webhooks.ReceiveComment.
 //
+// Event streams (events.go): an HTTP/1.1 stream is taken over from the
+// HTTP server and written in chunks of its own. When a turn's events are
+// over, its final event goes out at once, and the stream ends (last chunk,
+// close) a random part of Config.EndSpread (500 ms) later, so that the
+// thousands of streams of one turn do not all close in the same instant
+// (DESIGN §6 says the server closes the connection after the final event;
+// this is when). A server that stops ends them at once.
+//
 // Lists are returned as objects ({"repositories": [...]}) so that fields can
 // be added later. A review version in a path may be a number or "latest".
 // A wrong method on a known path is 405 with an Allow header and a body

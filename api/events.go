@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"runtime"
@@ -209,23 +210,31 @@ func (s *sse) flush() bool {
 		s.send(f.chunk)
 		return !s.dead
 	}
-	if s.buf == nil {
-		return !s.dead
+	if s.buf != nil {
+		s.sendOwn("")
 	}
+	return !s.dead
+}
+
+// sendOwn sends the stream's own chunk, then tail, in one write, and gives
+// the chunk's buffer back.
+func (s *sse) sendOwn(tail string) {
 	b := *s.buf
-	data := len(b) - chunkRoom
-	var size [chunkRoom]byte
-	line := append(strconv.AppendInt(size[:0], int64(data), 16), "\r\n"...)
-	start := chunkRoom - len(line)
-	copy(b[start:], line)
-	b = append(b, "\r\n"...)
+	start := chunkRoom
+	if data := len(b) - chunkRoom; data > 0 {
+		var size [chunkRoom]byte
+		line := append(strconv.AppendInt(size[:0], int64(data), 16), "\r\n"...)
+		start -= len(line)
+		copy(b[start:], line)
+		b = append(b, "\r\n"...)
+	}
+	b = append(b, tail...)
 	s.send(b[start:])
 	*s.buf = b[:chunkRoom]
 	if cap(b) <= 64<<10 {
 		chunkPool.Put(s.buf)
 	}
 	s.buf = nil
-	return !s.dead
 }
 
 // send writes b on the taken-over connection.
@@ -248,13 +257,22 @@ func (s *sse) send(b []byte) {
 	}
 }
 
-// end ends a taken-over stream: its last chunk, and the connection closes.
+// lastChunk ends a chunked response.
+const lastChunk = "0\r\n\r\n"
+
+// end ends a taken-over stream: what is queued and the last chunk go out
+// in one write (when every stream of a turn ends at its final event, that
+// is one write each, not two), and the connection closes. A stream the
+// HTTP server holds is flushed; the server ends it.
 func (s *sse) end() {
 	if s.conn == nil {
+		s.flush()
 		return
 	}
-	s.flush()
-	s.send([]byte("0\r\n\r\n"))
+	if !s.dead {
+		s.own()
+		s.sendOwn(lastChunk)
+	}
 	_ = s.conn.Close()
 }
 
@@ -446,7 +464,6 @@ func (s *Server) stream(ctx context.Context, out *sse, cancel func(), next func(
 		ok := next(ctx, tick.C, out)
 		if s.stopping.Err() != nil {
 			out.writeString(reconnectHint)
-			out.flush()
 			return
 		}
 		if out.size == before && ok {
@@ -456,9 +473,37 @@ func (s *Server) stream(ctx context.Context, out *sse, cancel func(), next func(
 			}
 			pinged = out.size
 		}
-		if !out.flush() || !ok {
+		if !ok {
+			s.spreadEnd(ctx, out)
+			return // end sends what is queued with the last chunk
+		}
+		if !out.flush() {
 			return
 		}
+	}
+}
+
+// spreadEnd sends what a stream whose events are over has queued (its
+// final event) at once and then, when the HTTP server no longer holds the
+// stream, waits a random part of Config.EndSpread before it ends: the
+// thousands of streams of one turn end together, at its final event, and
+// closing them all at once (a write and a close each, on both ends) took
+// both cores from the live events of other turns for as long. Spread,
+// they cost the same but delay nobody. A client that closes at the final
+// event does not wait for it; a stream whose client left, or whose server
+// stops, ends at once.
+func (s *Server) spreadEnd(ctx context.Context, out *sse) {
+	if !out.taken() || out.dead || ctx.Err() != nil || s.cfg.EndSpread <= 0 {
+		return
+	}
+	if !out.flush() {
+		return
+	}
+	t := time.NewTimer(rand.N(s.cfg.EndSpread))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }
 

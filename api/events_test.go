@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -494,5 +496,59 @@ func TestTakenOverStreamSaysConnectionClose(t *testing.T) {
 	fmt.Fprintf(conn, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 	if n, err := r.Read(make([]byte, 1)); err == nil {
 		t.Errorf("read %d bytes after the stream ended; want the connection closed", n)
+	}
+}
+
+// TestStreamEndIsSpreadAfterTheFinalEvent: a taken-over stream gets its
+// final event at once and then stays open, up to EndSpread, before its
+// last chunk (the thousands of streams of one turn do not all close at
+// the same moment); a server that begins to stop ends it at once, with
+// the last chunk.
+func TestStreamEndIsSpreadAfterTheFinalEvent(t *testing.T) {
+	t.Parallel()
+	f := setup(t, func(o *options) { o.api.EndSpread = time.Hour })
+	v := f.review("scripted", nil)
+	f.scripted.Push(scripted.Step{Answer: goodAnswer("done")})
+	conv := f.ask(v, "Why?")
+	<-f.run(conv, 1)
+
+	conn, err := net.Dial("tcp", strings.TrimPrefix(f.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(chattest.Patience()))
+	fmt.Fprintf(conn, "GET /api/v1/conversations/%s/turns/1/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", conv)
+	// Read raw: a read that times out breaks an http.Response's body.
+	r := bufio.NewReader(conn)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the stream ended before its done event: %v", err)
+		}
+		if strings.Contains(line, `"type":"done"`) {
+			break
+		}
+	}
+	// The blank line that ends the event, and the end of its chunk.
+	for _, want := range []string{"\n", "\r\n"} {
+		if line, err := r.ReadString('\n'); line != want || err != nil {
+			t.Fatalf("after the done event: %q, %v; want %q", line, err, want)
+		}
+	}
+	// Still open: a short read finds nothing (an hour's spread).
+	_ = conn.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if b, err := r.ReadByte(); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("after done: read %q, %v; want the stream still open", b, err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(chattest.Patience()))
+
+	ctx, cancel := context.WithTimeout(context.Background(), chattest.Patience())
+	defer cancel()
+	if err := f.srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rest, err := io.ReadAll(r); err != nil || string(rest) != "0\r\n\r\n" {
+		t.Errorf("when the server stopped, the stream ended with %q, %v; want the last chunk, then the close", rest, err)
 	}
 }

@@ -77,11 +77,47 @@ func TestSharedFrameGoesOutAsItsChunk(t *testing.T) {
 	}
 }
 
+// TestStreamEndsInOneWrite: a taken-over stream's end sends what is
+// queued (its final event) and the last chunk in one write, then closes
+// the connection; with nothing queued, the last chunk alone.
+func TestStreamEndsInOneWrite(t *testing.T) {
+	f := newSharedFrame([]byte("id: 1\nevent: data\ndata: {}\n\n"))
+	conn := &writesConn{}
+	s := &sse{conn: conn, ctx: t.Context()}
+	s.writeFrame(f)
+	s.end()
+	if len(conn.writes) != 1 {
+		t.Fatalf("%d writes, want 1", len(conn.writes))
+	}
+	if want := "1c\r\nid: 1\nevent: data\ndata: {}\n\n\r\n0\r\n\r\n"; string(conn.writes[0]) != want {
+		t.Errorf("write = %q, want %q", conn.writes[0], want)
+	}
+	if !conn.closed {
+		t.Error("the connection was not closed")
+	}
+	if string(f.chunk) != "1c\r\nid: 1\nevent: data\ndata: {}\n\n\r\n" {
+		t.Errorf("the shared chunk changed: %q", f.chunk)
+	}
+
+	idle := &writesConn{}
+	s = &sse{conn: idle, ctx: t.Context()}
+	s.end()
+	if len(idle.writes) != 1 || string(idle.writes[0]) != "0\r\n\r\n" || !idle.closed {
+		t.Errorf("an idle stream's end wrote %q (closed %v), want the last chunk alone, then a close", idle.writes, idle.closed)
+	}
+}
+
 // writesConn is a connection that keeps what is written to it, each write
 // as it came (the bytes are not copied).
 type writesConn struct {
 	net.Conn
 	writes [][]byte
+	closed bool
+}
+
+func (c *writesConn) Close() error {
+	c.closed = true
+	return nil
 }
 
 func (c *writesConn) Write(b []byte) (int, error) {

@@ -30,6 +30,10 @@ type Config struct {
 	// PingInterval is how often an idle SSE stream gets a ": ping"
 	// comment. Default 15s.
 	PingInterval time.Duration
+	// EndSpread is the longest a taken-over stream whose turn is over
+	// waits, its final event sent, before it ends (spreadEnd). Default
+	// 500ms; negative: it ends at once.
+	EndSpread time.Duration
 	// Registry collects the metrics served at /metrics. Default a new one.
 	Registry *prometheus.Registry
 	// Dashboard, if set, mounts the web dashboard's pages (package
@@ -65,6 +69,7 @@ func (c Config) withDefaults() Config {
 	c.MaxSessionBytes = cmp.Or(c.MaxSessionBytes, chat.DefaultMaxSessionBytes)
 	c.MaxWait = cmp.Or(c.MaxWait, 60*time.Second)
 	c.PingInterval = cmp.Or(c.PingInterval, 15*time.Second)
+	c.EndSpread = cmp.Or(c.EndSpread, 500*time.Millisecond)
 	if c.Registry == nil {
 		c.Registry = prometheus.NewRegistry()
 	}

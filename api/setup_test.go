@@ -85,7 +85,7 @@ const repoName = "acme/widget"
 // repository with two commits.
 func setup(t *testing.T, change ...func(*options)) *fixture {
 	t.Helper()
-	o := options{api: api.Config{PingInterval: time.Minute}, chat: chattest.Config{WorkerID: "api-test", MaxRepairs: 2, AnyPath: true}}
+	o := options{api: api.Config{PingInterval: time.Minute, EndSpread: -1 /* streams end at their final event; one test spreads them */}, chat: chattest.Config{WorkerID: "api-test", MaxRepairs: 2, AnyPath: true}}
 	for _, f := range change {
 		f(&o)
 	}

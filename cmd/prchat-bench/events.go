@@ -141,7 +141,7 @@ func (b *bencher) events(ctx context.Context, api *benchDaemon, n int) error {
 			up := sync.OnceFunc(func() { <-sem; connected.Done() })
 			defer up()
 			l := &logs[i]
-			l.final, l.err = follow(sctx, client, api.url, convs[i%k], up, func(data []byte, at time.Time) {
+			l.final, l.err = follow(sctx, client, api.url, convs[i%k], true, up, func(data []byte, at time.Time) {
 				if ns, ok := summaryNanos(data); ok {
 					if l.lat == nil {
 						l.lat = make(durations, 0, eventsPerTurn)

@@ -192,8 +192,10 @@ func (b *bencher) postJSON(ctx context.Context, url string, body any, want ...in
 // follow reads the SSE stream of turn 1 of conversation conv until its done
 // or error event and returns that event's type. connected is called once
 // the stream's headers arrived; onData gets every data line with the time
-// it was read.
-func follow(ctx context.Context, client *http.Client, base, conv string, connected func(), onData func(data []byte, at time.Time)) (string, error) {
+// it was read. With toEnd it goes on reading until the server ends the
+// stream, as an EventSource does (it cannot tell a final event), rather
+// than closing at the final event.
+func follow(ctx context.Context, client *http.Client, base, conv string, toEnd bool, connected func(), onData func(data []byte, at time.Time)) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/conversations/"+conv+"/turns/1/events", nil)
 	if err != nil {
 		return "", err
@@ -236,6 +238,11 @@ func follow(ctx context.Context, client *http.Client, base, conv string, connect
 		}
 		switch typ := jsonString(data, "type"); typ {
 		case "done", "error":
+			if toEnd {
+				if _, err := io.Copy(io.Discard, br); err != nil {
+					return typ, fmt.Errorf("read the end of the events of conversation %s: %w", conv, err)
+				}
+			}
 			return typ, nil
 		}
 	}

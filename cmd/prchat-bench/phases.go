@@ -377,7 +377,7 @@ func (b *bencher) overhead(ctx context.Context, serve *benchDaemon) error {
 		t1 := time.Now()
 		var final string
 		if err == nil {
-			final, err = follow(tctx, client, serve.url, conv, nil, nil)
+			final, err = follow(tctx, client, serve.url, conv, false, nil, nil)
 		}
 		t2 := time.Now()
 		cancel()

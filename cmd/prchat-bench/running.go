@@ -418,7 +418,7 @@ func (b *bencher) subscribe(ctx context.Context, base string, convs []string) *s
 			sem <- struct{}{}
 			up := sync.OnceFunc(func() { <-sem })
 			defer up()
-			s.finals[i], s.errs[i] = follow(ctx, client, base, conv, up, func(data []byte, at time.Time) {
+			s.finals[i], s.errs[i] = follow(ctx, client, base, conv, false, up, func(data []byte, at time.Time) {
 				if ns, ok := summaryNanos(data); ok {
 					sent := time.Unix(0, ns)
 					s.events[i] = append(s.events[i], sentEvent{sent: sent, lat: at.Sub(sent)})
