@@ -472,13 +472,7 @@ func TestTakenOverStreamSaysConnectionClose(t *testing.T) {
 	conv := f.ask(v, "Why?")
 	<-f.run(conv, 1)
 
-	conn, err := net.Dial("tcp", strings.TrimPrefix(f.url, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(chattest.Patience()))
-	fmt.Fprintf(conn, "GET /api/v1/conversations/%s/turns/1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n\r\n", conv)
+	conn := rawEvents(t, f, conv, "Connection: keep-alive\r\n")
 	r := bufio.NewReader(conn)
 	resp, err := http.ReadResponse(r, nil)
 	if err != nil {
@@ -512,13 +506,7 @@ func TestStreamEndIsSpreadAfterTheFinalEvent(t *testing.T) {
 	conv := f.ask(v, "Why?")
 	<-f.run(conv, 1)
 
-	conn, err := net.Dial("tcp", strings.TrimPrefix(f.url, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(chattest.Patience()))
-	fmt.Fprintf(conn, "GET /api/v1/conversations/%s/turns/1/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", conv)
+	conn := rawEvents(t, f, conv, "")
 	// Read raw: a read that times out breaks an http.Response's body.
 	r := bufio.NewReader(conn)
 	for {
@@ -551,4 +539,19 @@ func TestStreamEndIsSpreadAfterTheFinalEvent(t *testing.T) {
 	if rest, err := io.ReadAll(r); err != nil || string(rest) != "0\r\n\r\n" {
 		t.Errorf("when the server stopped, the stream ended with %q, %v; want the last chunk, then the close", rest, err)
 	}
+}
+
+// rawEvents asks for the events of turn 1 of conv over a connection of its
+// own, with the given header lines (each ending "\r\n"), and returns the
+// connection, closed when the test ends.
+func rawEvents(t *testing.T, f *fixture, conv, headers string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(f.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	_ = conn.SetDeadline(time.Now().Add(chattest.Patience()))
+	fmt.Fprintf(conn, "GET /api/v1/conversations/%s/turns/1/events HTTP/1.1\r\nHost: 127.0.0.1\r\n%s\r\n", conv, headers)
+	return conn
 }
