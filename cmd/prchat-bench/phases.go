@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"runtime/pprof"
@@ -65,15 +66,14 @@ func (b *bencher) vacuum(ctx context.Context) {
 		return
 	}
 	var tables []string
-	for rows.Next() {
+	for err == nil && rows.Next() {
 		var t string
-		if err := rows.Scan(&t); err != nil {
-			break
+		if err = rows.Scan(&t); err == nil {
+			tables = append(tables, t)
 		}
-		tables = append(tables, t)
 	}
 	rows.Close()
-	if err := rows.Err(); err != nil || len(tables) == 0 {
+	if err = cmp.Or(err, rows.Err()); err != nil || len(tables) == 0 {
 		b.noteVacuum(err)
 		return
 	}
@@ -611,9 +611,12 @@ func window(ctx context.Context, warm, dur time.Duration, begin, end func() erro
 // autovacuum is the server's autovacuum setting, "unknown" when it cannot
 // be read.
 func (b *bencher) autovacuum(ctx context.Context) string {
+	if b.pg == nil {
+		return "unknown"
+	}
 	var on string
 	b.ownQueries.Add(1)
-	if b.pg == nil || b.pg.QueryRowContext(ctx, `SHOW autovacuum`).Scan(&on) != nil {
+	if b.pg.QueryRowContext(ctx, `SHOW autovacuum`).Scan(&on) != nil {
 		return "unknown"
 	}
 	return on
