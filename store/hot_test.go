@@ -116,3 +116,35 @@ func pendingIDs(t *testing.T, s *store.Store) []string {
 	}
 	return ids
 }
+
+// TestClaimFindsItsTurnByTheKey checks, on Postgres, that a claim looks its
+// turn up in the primary key whatever the planner believes of the pending
+// turns' partial indexes: with a backlog that grew after the table was last
+// analyzed, a claim that let the planner take the pending index
+// (created_at, id) for the id read that index from end to end, a cost in
+// proportion to the backlog.
+func TestClaimFindsItsTurnByTheKey(t *testing.T) {
+	u := os.Getenv(storetest.EnvDatabaseURL)
+	if u == "" {
+		t.Skip("the plan is Postgres'; set " + storetest.EnvDatabaseURL)
+	}
+	t.Parallel()
+	s := storetest.NewPostgres(t, u)
+	db := s.DB().WithContext(t.Context())
+	f := setup(t, s)
+	if err := db.Exec(`ANALYZE turns`).Error; err != nil {
+		t.Fatal(err)
+	}
+	var last chat.Turn
+	for range 200 {
+		_, last = f.converse(t)
+	}
+	q, args := store.ClaimQuery(s, last.ID)
+	var plan []string
+	if err := db.Raw(`EXPLAIN `+q, args...).Scan(&plan).Error; err != nil {
+		t.Fatalf("explain the claim: %v", err)
+	}
+	if text := strings.Join(plan, "\n"); !strings.Contains(text, "Index Scan using turns_pkey on turns") {
+		t.Errorf("the claim does not find its turn by the primary key:\n%s", text)
+	}
+}
