@@ -29,6 +29,18 @@
 // CreateConversation), since under load the commit, not the inserts, is
 // what an ask costs the database.
 //
+// On Postgres the statements of the runs of turns (claims, appends of
+// events, finishes) go through two lanes, one for the claims and one for
+// the rest: what the runs of a process submit while the lane's last batch
+// is at the database goes together in the next batch, pipelined in one
+// round trip and committed in one transaction (see lane). A lone statement
+// goes at once; under load the runs share a round trip and a flush of the
+// write-ahead log, and each process keeps one connection busy a lane
+// instead of one a run. Each statement changes only its own turn and what
+// belongs to it, so a batch whose transaction a statement's error aborted
+// is sent again statement by statement, and each caller hears its own
+// outcome.
+//
 // On Postgres a claim commits without waiting for its write-ahead log to
 // reach the disk (synchronous_commit off for the claim's own transaction,
 // set by its statement); every other write waits as usual. A claim is a

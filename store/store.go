@@ -98,6 +98,9 @@ type Store struct {
 	pools       []*sql.DB
 	log         *slog.Logger
 	asks        *askBatcher // nil with Config.CommitEachAsk
+	// claims and writes are the lanes of the runs' statements on Postgres
+	// (see lane); nil on SQLite.
+	claims, writes *lane
 }
 
 // Open connects to the database that cfg names. It does not apply
@@ -130,6 +133,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			writers = max(1, cfg.MaxOpenConns/2)
 		}
 		s.asks = startAskBatcher(s, writers)
+	}
+	if s.dialect == dialectPostgres {
+		s.claims, s.writes = startLane(s.pools[0], laneWriters), startLane(s.pools[0], laneWriters)
 	}
 	return s, nil
 }
@@ -233,6 +239,11 @@ func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 func (s *Store) Close() error {
 	if s.asks != nil {
 		s.asks.close()
+	}
+	for _, l := range []*lane{s.claims, s.writes} {
+		if l != nil {
+			l.close()
+		}
 	}
 	var errs []error
 	for _, p := range s.pools {

@@ -698,6 +698,12 @@ func TestClaimTurnWithConversation(t *testing.T) {
 		if run1.State != chat.StateRunning || run1.Fence != 1 || run1.Runner != "w1/1" || run1.ConversationID != c.ID {
 			t.Errorf("claim: %+v", run1)
 		}
+		// The claim returns the turn as stored, every field read back.
+		if stored, err := s.TurnByID(ctx, next.ID); err != nil {
+			t.Fatal(err)
+		} else if diff := cmp.Diff(stored, run1); diff != "" {
+			t.Errorf("turn with the claim (-TurnByID +claim):\n%s", diff)
+		}
 		if diff := cmp.Diff(want, conv); diff != "" {
 			t.Errorf("conversation with the claim (-ConversationHead +claim):\n%s", diff)
 		}

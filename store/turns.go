@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
@@ -210,26 +211,13 @@ type claimedTurn struct {
 // head of its conversation too. ok reports whether it took the fence.
 func (s *Store) claim(ctx context.Context, id, runner string, withConv bool, cond string, args ...any) (t chat.Turn, c chat.Conversation, ok bool, err error) {
 	args = append([]any{runner, now(), id}, args...)
-	db := s.write.WithContext(ctx)
-	// Raw(...).Find rather than .Scan on the paths every turn takes: gorm's
-	// Scan renders the statement with its values for a trace logger on every
-	// call, even one that discards it.
-	if withConv && s.dialect == dialectPostgres {
-		var rows []claimedTurn
-		if err := db.Raw(`WITH t AS (`+s.claimReturning(cond)+`)`+claimWithConversation, args...).Find(&rows).Error; err != nil {
-			return chat.Turn{}, chat.Conversation{}, false, fmt.Errorf("claim turn %s: %w", id, err)
-		}
-		if len(rows) == 0 {
-			return chat.Turn{}, chat.Conversation{}, false, nil
-		}
-		if t, err = rows[0].Turn.chat(); err != nil {
-			return chat.Turn{}, chat.Conversation{}, false, err
-		}
-		if rows[0].Conv.Conversation.ID == "" {
-			return chat.Turn{}, chat.Conversation{}, false, chat.Errorf(chat.CodeNotFound, "conversation %s not found", t.ConversationID)
-		}
-		return t, rows[0].Conv.chat(), true, nil
+	if s.claims != nil {
+		return s.claimInLane(ctx, id, withConv, cond, args)
 	}
+	// SQLite. Raw(...).Find rather than .Scan on the paths every turn
+	// takes: gorm's Scan renders the statement with its values for a trace
+	// logger on every call, even one that discards it.
+	db := s.write.WithContext(ctx)
 	var rows []turnRow
 	if err := db.Raw(s.claimReturning(cond), args...).Find(&rows).Error; err != nil {
 		return chat.Turn{}, chat.Conversation{}, false, fmt.Errorf("claim turn %s: %w", id, err)
@@ -246,6 +234,42 @@ func (s *Store) claim(ctx context.Context, id, runner string, withConv bool, con
 		}
 	}
 	return t, c, true, nil
+}
+
+// claimInLane is claim on Postgres, its statement sent in the claims lane.
+func (s *Store) claimInLane(ctx context.Context, id string, withConv bool, cond string, args []any) (t chat.Turn, c chat.Conversation, ok bool, err error) {
+	query := s.claimReturning(cond)
+	if withConv {
+		query = `WITH t AS (` + query + `)` + claimWithConversation
+	}
+	var rows []claimedTurn
+	read := func(r pgx.Rows) error {
+		rows = rows[:0]
+		for r.Next() {
+			var ct claimedTurn
+			if err := scanNamed(r, []any{&ct.Turn, &ct.Conv}, []string{"", "conv_"}); err != nil {
+				return err
+			}
+			rows = append(rows, ct)
+		}
+		return r.Err()
+	}
+	if err := s.claims.do(ctx, query, args, read); err != nil {
+		return chat.Turn{}, chat.Conversation{}, false, fmt.Errorf("claim turn %s: %w", id, err)
+	}
+	if len(rows) == 0 {
+		return chat.Turn{}, chat.Conversation{}, false, nil
+	}
+	if t, err = rows[0].Turn.chat(); err != nil {
+		return chat.Turn{}, chat.Conversation{}, false, err
+	}
+	if !withConv {
+		return t, chat.Conversation{}, true, nil
+	}
+	if rows[0].Conv.Conversation.ID == "" {
+		return chat.Turn{}, chat.Conversation{}, false, chat.Errorf(chat.CodeNotFound, "conversation %s not found", t.ConversationID)
+	}
+	return t, rows[0].Conv.chat(), true, nil
 }
 
 // AppendEvents stores events of a turn whose fence is current, and moves the
@@ -292,8 +316,8 @@ func (s *Store) AppendEvents(ctx context.Context, turnID string, fence int64, ev
 // appendInOneStatement is AppendEvents' transaction as one Postgres
 // statement: the turn's fenced update, then, through its result, the
 // events' insert (none if the fence did not match). One round trip instead
-// of four (BEGIN, two statements, COMMIT): a running turn stores each of
-// its agent's events this way.
+// of four (BEGIN, two statements, COMMIT), sent in the writes lane: a
+// running turn stores each batch of its agent's events this way.
 func (s *Store) appendInOneStatement(ctx context.Context, turnUpdate string, turnArgs []any, events []turnEventRow) error {
 	var q strings.Builder
 	q.WriteString(`WITH t AS (` + turnUpdate + ` RETURNING 1),
@@ -301,10 +325,18 @@ func (s *Store) appendInOneStatement(ctx context.Context, turnUpdate string, tur
 	args := append(append([]any{}, turnArgs...), insertEventsCTE(&q, events)...)
 	q.WriteString(`
 SELECT count(*) FROM t`)
-	// Row, not Find: no destination for gorm to parse on every event.
 	var n int64
-	if err := s.write.WithContext(ctx).Raw(q.String(), args...).Row().Scan(&n); err != nil {
-		return unavailable(err)
+	read := func(r pgx.Rows) error {
+		n = 0
+		for r.Next() {
+			if err := r.Scan(&n); err != nil {
+				return err
+			}
+		}
+		return r.Err()
+	}
+	if err := s.writes.do(ctx, q.String(), args, read); err != nil {
+		return err
 	}
 	if n == 0 {
 		return errFenced
@@ -446,8 +478,9 @@ const eventsInline = 100
 // finishInOneStatement is FinishTurn's transaction as one Postgres
 // statement: the turn's fenced update, then, through its result, the
 // conversation's update and the events' insert (none if the fence did not
-// match). One round trip instead of five (BEGIN, three statements, COMMIT);
-// the rows are locked in the transaction's order, the turn first.
+// match). One round trip instead of five (BEGIN, three statements, COMMIT),
+// sent in the writes lane; the rows are locked in the transaction's order,
+// the turn first.
 func (s *Store) finishInOneStatement(ctx context.Context, turnUpdate string, turnArgs []any, convSet string, convArgs []any, events []turnEventRow) error {
 	var q strings.Builder
 	q.WriteString(`WITH t AS (` + turnUpdate + `),
@@ -461,7 +494,18 @@ c AS (UPDATE conversations SET ` + convSet + ` FROM t WHERE conversations.id = t
 	q.WriteString(`
 SELECT conversation_id FROM t`)
 	var conv []string
-	if err := s.write.WithContext(ctx).Raw(q.String(), args...).Find(&conv).Error; err != nil {
+	read := func(r pgx.Rows) error {
+		conv = conv[:0]
+		for r.Next() {
+			var id string
+			if err := r.Scan(&id); err != nil {
+				return err
+			}
+			conv = append(conv, id)
+		}
+		return r.Err()
+	}
+	if err := s.writes.do(ctx, q.String(), args, read); err != nil {
 		return err
 	}
 	if len(conv) == 0 {

@@ -1,0 +1,244 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/prchat/prchat/chat/chattest"
+)
+
+// laneDB returns a pool on Postgres whose connections work in a schema of
+// the test's own, holding a table t (k text primary key), dropped when
+// the test ends; the test is skipped without Postgres.
+func laneDB(t *testing.T) *sql.DB {
+	t.Helper()
+	u := os.Getenv("PRCHAT_TEST_DATABASE_URL")
+	if u == "" {
+		t.Skip("lanes are Postgres'; set PRCHAT_TEST_DATABASE_URL")
+	}
+	schema := "lane_" + uuid.NewString()[:8]
+	cfg, err := pgx.ParseConfig(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := stdlib.OpenDB(*cfg)
+	t.Cleanup(func() { _ = admin.Close() })
+	if _, err := admin.Exec(`CREATE SCHEMA ` + schema + `; CREATE TABLE ` + schema + `.t (k text PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec(`DROP SCHEMA ` + schema + ` CASCADE`) })
+	cfg.RuntimeParams["search_path"] = schema
+	db := stdlib.OpenDB(*cfg)
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// insertJob inserts k into t through l and returns the id of the
+// transaction that did, as its read saw it.
+func insertJob(ctx context.Context, l *lane, k string) (xid int64, err error) {
+	err = l.do(ctx, `INSERT INTO t (k) VALUES (?) RETURNING txid_current()`, []any{k}, func(r pgx.Rows) error {
+		xid = 0
+		for r.Next() {
+			if err := r.Scan(&xid); err != nil {
+				return err
+			}
+		}
+		return r.Err()
+	})
+	return xid, err
+}
+
+// holdLane sends a statement that keeps l's writer busy until release is
+// closed (a lock the statement waits for), so that what is submitted
+// meanwhile queues for the next batch. It returns when that statement is
+// at the server, and a wait for its own outcome.
+func holdLane(t *testing.T, db *sql.DB, l *lane) (release func(), wait func() error) {
+	t.Helper()
+	ctx := t.Context()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock(4242)`); err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan error, 1)
+	go func() {
+		held <- l.do(ctx, `SELECT pg_advisory_xact_lock(4242)`, nil, func(r pgx.Rows) error {
+			for r.Next() {
+			}
+			return r.Err()
+		})
+	}()
+	chattest.Eventually(t, "the holding statement waits at the server", func() bool {
+		var n int
+		err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND NOT granted`).Scan(&n)
+		return err == nil && n == 1
+	})
+	release = func() {
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(4242)`)
+		_ = conn.Close()
+	}
+	return release, func() error { return <-held }
+}
+
+// TestLaneCommitsWhatArrivedMeanwhileTogether: statements submitted while
+// the lane's batch is at the database go in one batch, one round trip and
+// one transaction, and each caller reads its own statement's rows.
+func TestLaneCommitsWhatArrivedMeanwhileTogether(t *testing.T) {
+	t.Parallel()
+	db := laneDB(t)
+	l := startLane(db, 1)
+	defer l.close()
+	ctx := t.Context()
+
+	release, held := holdLane(t, db, l)
+	const n = 10
+	xids := make([]int64, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { xids[i], errs[i] = insertJob(ctx, l, fmt.Sprint("k", i)) })
+	}
+	chattest.Eventually(t, "the statements queue behind the held batch", func() bool { return len(l.queue) == n })
+	release()
+	wg.Wait()
+	if err := held(); err != nil {
+		t.Fatalf("holding statement: %v", err)
+	}
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("statement %d: %v", i, errs[i])
+		}
+		if xids[i] == 0 || xids[i] != xids[0] {
+			t.Fatalf("transactions %v: want one for all %d statements", xids, n)
+		}
+	}
+	if batches, jobs := l.counts(); batches != 2 || jobs != n+1 {
+		t.Errorf("%d batches of %d statements; want 2 of %d (the held one, then all the others)", batches, jobs, n+1)
+	}
+	var rows int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM t`).Scan(&rows); err != nil || rows != n {
+		t.Errorf("%d rows stored (%v), want %d", rows, err, n)
+	}
+}
+
+// TestLaneSendsAFailedBatchAgainAlone: a statement that fails aborts its
+// batch's transaction; the lane then sends each statement of the batch
+// again alone, so that only the failing one fails and the others are
+// committed, each reading its own rows afresh.
+func TestLaneSendsAFailedBatchAgainAlone(t *testing.T) {
+	t.Parallel()
+	db := laneDB(t)
+	l := startLane(db, 1)
+	defer l.close()
+	ctx := t.Context()
+	if _, err := db.ExecContext(ctx, `INSERT INTO t VALUES ('taken')`); err != nil {
+		t.Fatal(err)
+	}
+
+	release, held := holdLane(t, db, l)
+	keys := []string{"a", "taken", "b"}
+	xids := make([]int64, len(keys))
+	errs := make([]error, len(keys))
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		// In this order: a before the failing statement, b after it.
+		chattest.Eventually(t, "the statements before it queue", func() bool { return len(l.queue) == i })
+		wg.Go(func() { xids[i], errs[i] = insertJob(ctx, l, k) })
+	}
+	chattest.Eventually(t, "the statements queue behind the held batch", func() bool { return len(l.queue) == len(keys) })
+	release()
+	wg.Wait()
+	if err := held(); err != nil {
+		t.Fatalf("holding statement: %v", err)
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(errs[1], &pgErr) || pgErr.Code != "23505" {
+		t.Errorf("the duplicate key's statement: %v, want a unique violation", errs[1])
+	}
+	if errs[0] != nil || errs[2] != nil {
+		t.Fatalf("the good statements: %v, %v; want both committed", errs[0], errs[2])
+	}
+	if xids[0] == 0 || xids[2] == 0 || xids[0] == xids[2] {
+		t.Errorf("the good statements read transactions %d and %d; want one each, sent alone", xids[0], xids[2])
+	}
+	var stored []string
+	rows, err := db.QueryContext(ctx, `SELECT k FROM t ORDER BY k`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		stored = append(stored, k)
+	}
+	if fmt.Sprint(stored) != "[a b taken]" {
+		t.Errorf("stored %v, want [a b taken]", stored)
+	}
+	// The held batch, the batch of three, then each of the three alone.
+	if batches, jobs := l.counts(); batches != 5 || jobs != 7 {
+		t.Errorf("%d batches of %d statements; want 5 of 7", batches, jobs)
+	}
+}
+
+// TestLaneAfterCloseFails: a closed lane refuses at once, and a statement
+// racing with close is answered either way, never left waiting.
+func TestLaneAfterCloseFails(t *testing.T) {
+	t.Parallel()
+	db := laneDB(t)
+	l := startLane(db, 1)
+	ctx := t.Context()
+	done := make(chan error, 50)
+	for i := range cap(done) {
+		go func() {
+			_, err := insertJob(ctx, l, fmt.Sprint("k", i))
+			done <- err
+		}()
+	}
+	l.close()
+	deadline := time.After(chattest.Patience())
+	for range cap(done) {
+		select {
+		case err := <-done:
+			if err != nil && !errors.Is(err, errStoreClosed) {
+				t.Errorf("a statement racing with close: %v", err)
+			}
+		case <-deadline:
+			t.Fatal("a statement racing with close was never answered")
+		}
+	}
+	if _, err := insertJob(ctx, l, "late"); !errors.Is(err, errStoreClosed) {
+		t.Errorf("a statement after close: %v, want %v", err, errStoreClosed)
+	}
+}
+
+// TestNumberPlaceholders: gorm's ? placeholders become $1, $2, ... in
+// order; a ? in a quoted literal or name stays.
+func TestNumberPlaceholders(t *testing.T) {
+	for in, want := range map[string]string{
+		`SELECT ?`:                               `SELECT $1`,
+		`UPDATE t SET a = ?, b = ? WHERE id = ?`: `UPDATE t SET a = $1, b = $2 WHERE id = $3`,
+		`SELECT '?', ?::text, "a?b" FROM t`:      `SELECT '?', $1::text, "a?b" FROM t`,
+		`SELECT 'it''s ?', ?`:                    `SELECT 'it''s ?', $1`,
+		`SELECT 1`:                               `SELECT 1`,
+	} {
+		if got := numberPlaceholders(in); got != want {
+			t.Errorf("numberPlaceholders(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
