@@ -68,6 +68,17 @@
 // own worker. A lost wake-up costs at most one idle interval; Stop ends a
 // wait under way.
 //
+// The same client answers the first poll of each round from all of the
+// worker's queues in one script of its own (asynq's dequeue over the
+// queues in asynq's order: the host queue, then the shared one), so that
+// taking a job of the shared queue, or finding both empty, costs one round
+// trip to Redis instead of two; asynq reads a job's queue from the job, so
+// a job of the shared queue can answer the poll of the host queue, and the
+// poll of the shared queue that follows an empty answer is answered empty
+// without asking again. The script declares every key it names but the
+// jobs' own (as asynq's does), and its queues' keys have different hash
+// tags, which is one more reason Redis Cluster is not a supported target.
+//
 // # Identity
 //
 // Each worker process has an id (PRCHAT_WORKER_ID, by default its host name)

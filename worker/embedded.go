@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -99,7 +100,8 @@ const dequeueScriptSHA = "a8153319360adc71cdc370107f8ab9786f204765"
 // script returns 0 and changes nothing. A test fails if it changes.
 const forwardScriptSHA = "522b1a6ae66fe79ea2f24a9af58798ab71879035"
 
-// answerIdlePoll answers asynq's dequeue script with nil, and its forward
+// answerIdlePoll answers asynq's dequeue script (and the idle poller's
+// dequeueAny over several queues) with nil, and its forward
 // script with 0, as the scripts would, when the list or set they take from
 // does not exist, so that an idle worker's polls do not start a Lua VM:
 // miniredis makes a new one for every script call (about half a
@@ -111,17 +113,20 @@ func (e *EmbeddedRedis) answerIdlePoll(c *server.Peer, cmd string, args ...strin
 	case cmd == "SELECT" && (len(args) != 1 || args[0] != "0"):
 		e.otherDB.Store(true)
 		return false
-	case cmd != "EVALSHA" || len(args) != 8 || e.otherDB.Load():
+	case cmd != "EVALSHA" || len(args) < 2 || e.otherDB.Load():
 		return false
-	case args[0] == dequeueScriptSHA && args[1] == "4":
-		queue, ok := strings.CutSuffix(args[2], ":pending")
-		if !ok || args[3] != queue+":paused" || args[4] != queue+":active" || args[5] != queue+":lease" || e.m.DB(0).Exists(args[2]) {
+	case args[0] == dequeueScriptSHA && args[1] == "4" && len(args) == 8,
+		args[0] == dequeueAny.Hash() && (len(args)-3)%5 == 0 && args[1] == strconv.Itoa(4*((len(args)-3)/5)):
+		// asynq's dequeue of one queue, or dequeueAny's of several: four
+		// keys a queue, then their arguments.
+		n, _ := strconv.Atoi(args[1])
+		if !e.noJobs(args[2 : 2+n]) {
 			return false
 		}
 		e.idlePolls.Add(1)
 		c.WriteNull()
 		return true
-	case args[0] == forwardScriptSHA && args[1] == "2":
+	case args[0] == forwardScriptSHA && args[1] == "2" && len(args) == 8:
 		if !strings.HasSuffix(args[3], ":pending") || e.m.DB(0).Exists(args[2]) {
 			return false
 		}
@@ -130,6 +135,22 @@ func (e *EmbeddedRedis) answerIdlePoll(c *server.Peer, cmd string, args ...strin
 		return true
 	}
 	return false
+}
+
+// noJobs reports whether keys are the keys of asynq's dequeue of queues,
+// four a queue (pending list, paused flag, active list, lease set), and
+// none of their pending lists exists.
+func (e *EmbeddedRedis) noJobs(keys []string) bool {
+	if len(keys) == 0 || len(keys)%4 != 0 {
+		return false
+	}
+	for i := 0; i < len(keys); i += 4 {
+		queue, ok := strings.CutSuffix(keys[i], ":pending")
+		if !ok || keys[i+1] != queue+":paused" || keys[i+2] != queue+":active" || keys[i+3] != queue+":lease" || e.m.DB(0).Exists(keys[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // URL is the redis:// URL of the server (database 0).

@@ -56,7 +56,10 @@ func asynqKey(queue, kind string) string { return "asynq:{" + queue + "}:" + kin
 // the way asynq cannot be told to.
 //
 // asynq's processor polls the queues in order, one dequeue script call
-// each, and sleeps (asynqCheckInterval) when all were empty. When the last
+// each, and sleeps (asynqCheckInterval) when all were empty. idlePoller
+// answers the first poll of a round from all the queues at once
+// (dequeueFirst), so that a round costs one round trip to Redis whatever
+// the queues hold. When the last
 // poll found them empty, idlePoller holds the next poll of the first queue
 // until a wake-up comes or a wait passes: the poll interval while the
 // queues have been empty for less than idleAfter, then the idle poll
@@ -74,6 +77,7 @@ type idlePoller struct {
 	first    string               // pending key of the first queue polled
 	last     string               // ... and of the last
 	pending  map[string][3]string // pending key -> paused, active and lease keys
+	order    []string             // the queues, in the order asynq polls them
 	poll     time.Duration
 	idle     time.Duration
 	channels []string
@@ -90,6 +94,7 @@ type idlePoller struct {
 	ps           *redis.PubSub // the current subscription
 	released     bool
 	lastEmpty    bool      // the last round of polls took no job
+	emptyNext    string    // pending key of the queue whose poll the round's first poll found empty
 	emptySince   time.Time // when the queues were last found empty after taking a job or a wake-up
 	polls        int64     // dequeue calls, for tests
 	woken        int64     // holds a wake-up ended, for tests
@@ -117,6 +122,7 @@ func newIdlePoller(rdb redis.UniversalClient, queues []string, poll, idle time.D
 		p.pending[asynqKey(q, "pending")] = [3]string{asynqKey(q, "paused"), asynqKey(q, "active"), asynqKey(q, "lease")}
 		p.channels = append(p.channels, WakeChannel(db, q))
 	}
+	p.order = queues
 	return p
 }
 
@@ -156,12 +162,22 @@ func (p *idlePoller) isPending(key string) bool {
 }
 
 // dequeue runs one poll of a queue, held first when it begins a round
-// after an empty one.
+// after an empty one. The first poll of a round polls every queue, in
+// asynq's order, in one script call (dequeueFirst), so that a round costs
+// one round trip to Redis, not one per queue.
 func (p *idlePoller) dequeue(ctx context.Context, sha string, keys []string, args []any) *redis.Cmd {
-	if keys[0] == p.first {
+	var cmd *redis.Cmd
+	switch {
+	case keys[0] == p.first:
 		p.hold()
+		cmd = p.dequeueFirst(ctx, sha, keys, args)
+	case p.takeEmptyNext(keys[0]):
+		// The round's first poll found this queue empty a moment ago.
+		cmd = redis.NewCmd(ctx)
+		cmd.SetErr(redis.Nil)
+	default:
+		cmd = p.UniversalClient.EvalSha(ctx, sha, keys, args...)
 	}
-	cmd := p.UniversalClient.EvalSha(ctx, sha, keys, args...)
 	err := cmd.Err()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -180,6 +196,81 @@ func (p *idlePoller) dequeue(ctx context.Context, sha string, keys []string, arg
 		p.lastEmpty = true
 	}
 	return cmd
+}
+
+// dequeueAny is asynq's dequeue (v0.26, internal/rdb's dequeueCmd) over
+// several queues in order: the first job of the first queue that is not
+// paused and has one is made active under the lease, and its message
+// returned; nil when none has a job. KEYS are each queue's pending list,
+// paused flag, active list and lease set, in that order; ARGV[1] is the
+// lease's expiry (unix seconds) and ARGV[1+i] the task key prefix of the
+// i-th queue.
+var dequeueAny = redis.NewScript(`
+for i = 0, #KEYS / 4 - 1 do
+	local pending, paused, active, lease = KEYS[4*i+1], KEYS[4*i+2], KEYS[4*i+3], KEYS[4*i+4]
+	if redis.call("EXISTS", paused) == 0 then
+		local id = redis.call("RPOPLPUSH", pending, active)
+		if id then
+			local key = ARGV[i+2] .. id
+			redis.call("HSET", key, "state", "active")
+			redis.call("HDEL", key, "pending_since")
+			redis.call("ZADD", lease, ARGV[1], id)
+			return redis.call("HGET", key, "msg")
+		end
+	end
+end
+return nil`)
+
+// dequeueFirst is the first poll of a round, of the first queue: with one
+// queue asynq's own script (sha), else dequeueAny over all the queues.
+// asynq takes a job whatever queue the poll it answers was of (it reads
+// the job's queue from the job), so a job of a later queue is the answer
+// to this poll; when every queue was empty, the polls of the later queues
+// that asynq makes next are answered empty without asking Redis again
+// (takeEmptyNext). A job enqueued in between is found by the next round,
+// which the wake-up of its enqueue starts at once.
+func (p *idlePoller) dequeueFirst(ctx context.Context, sha string, keys []string, args []any) *redis.Cmd {
+	p.mu.Lock()
+	p.emptyNext = ""
+	p.mu.Unlock()
+	if len(p.order) < 2 || len(args) != 2 {
+		return p.UniversalClient.EvalSha(ctx, sha, keys, args...)
+	}
+	allKeys := make([]string, 0, 4*len(p.order))
+	argv := make([]any, 0, 1+len(p.order))
+	argv = append(argv, args[0])
+	for _, q := range p.order {
+		pending := asynqKey(q, "pending")
+		others := p.pending[pending]
+		allKeys = append(allKeys, pending, others[0], others[1], others[2])
+		argv = append(argv, asynqKey(q, "t:"))
+	}
+	cmd := dequeueAny.Run(ctx, p.UniversalClient, allKeys, argv...)
+	if errors.Is(cmd.Err(), redis.Nil) {
+		p.mu.Lock()
+		p.emptyNext = asynqKey(p.order[1], "pending")
+		p.mu.Unlock()
+	}
+	return cmd
+}
+
+// takeEmptyNext reports whether the poll of the queue with pending key
+// key is one the round's first poll found empty, and if so moves the
+// mark to the queue after it.
+func (p *idlePoller) takeEmptyNext(key string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.emptyNext == "" || p.emptyNext != key {
+		p.emptyNext = ""
+		return false
+	}
+	p.emptyNext = ""
+	for i, q := range p.order {
+		if asynqKey(q, "pending") == key && i+1 < len(p.order) {
+			p.emptyNext = asynqKey(p.order[i+1], "pending")
+		}
+	}
+	return true
 }
 
 // hold waits before a round of polls that follows an empty one.

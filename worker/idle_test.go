@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -271,4 +272,77 @@ func TestWakeUpsResumeAfterTheSubscriptionDrops(t *testing.T) {
 	}
 	rec.next(t)
 	at.ranOnAWakeUp(t, "turn-after-kill", woken, timed)
+}
+
+// dequeueCounter counts the script calls that poll a queue: a command
+// whose first key is a queue's pending list.
+type dequeueCounter struct{ n atomic.Int64 }
+
+func (c *dequeueCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *dequeueCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		if len(args) > 3 && (cmd.Name() == "evalsha" || cmd.Name() == "eval") {
+			if k, ok := args[3].(string); ok && strings.HasSuffix(k, ":pending") {
+				c.n.Add(1)
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+func (c *dequeueCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestARoundOfPollsIsOneCallToRedis: asynq polls a worker's two queues
+// one after the other; the first poll of a round polls both in one script
+// call, so an idle round costs Redis one call, not two.
+func TestARoundOfPollsIsOneCallToRedis(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	counter := &dequeueCounter{}
+	e.rdb.AddHook(counter)
+	s := e.startServer(t, "rounds", newRecorder(nil), nil)
+	chattest.Eventually(t, "twenty polls", func() bool { n, _ := s.poller.counts(); return n >= 20 })
+	polls, _ := s.poller.counts()
+	calls := counter.n.Load()
+	// Each count is read while a round may be under way: one round of
+	// slack.
+	if calls > polls/2+1 {
+		t.Errorf("%d polls made %d dequeue calls to Redis; want a call per round of two polls (%d)", polls, calls, polls/2)
+	}
+	if calls < polls/2-1 {
+		t.Errorf("%d polls made only %d dequeue calls to Redis; a round polls Redis once", polls, calls)
+	}
+}
+
+// TestTheFirstPollTakesTheSharedQueuesJob: the round's first poll takes a
+// job of the shared queue when the host queue has none, and a job of the
+// host queue before one of the shared queue; a worker with one job slot
+// runs them in that order, each once.
+func TestTheFirstPollTakesTheSharedQueuesJob(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	for _, j := range []struct{ turn, host string }{{"shared-1", ""}, {"shared-2", ""}, {"pinned-1", "order"}} {
+		if err := e.queue.Enqueue(t.Context(), j.turn, j.host); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := newRecorder(nil)
+	e.startServer(t, "order", rec, func(c *ServerConfig) { c.Concurrency = 1 })
+	var ran []string
+	for range 3 {
+		ran = append(ran, rec.next(t).turnID)
+	}
+	if want := []string{"pinned-1", "shared-1", "shared-2"}; !slices.Equal(ran, want) {
+		t.Errorf("ran %v, want %v (the host queue first, then the shared queue in order)", ran, want)
+	}
+	chattest.Eventually(t, "every job done", func() bool {
+		return len(e.tasks(t, "shared-1"))+len(e.tasks(t, "shared-2"))+len(e.tasks(t, "pinned-1")) == 0
+	})
+	for _, turn := range ran {
+		if n := rec.count(turn); n != 1 {
+			t.Errorf("%s ran %d times, want once", turn, n)
+		}
+	}
 }
