@@ -255,16 +255,30 @@ func (e *Events) PublishFeed(ctx context.Context, repo string, fe chat.FeedEvent
 
 // addFeed queues a feed event on pipe.
 func (e *Events) addFeed(ctx context.Context, pipe redis.Pipeliner, fe chat.FeedEvent) error {
+	data, err := encodeFeed(fe)
+	if err != nil {
+		return err
+	}
+	e.addEncodedFeed(ctx, pipe, fe.Repository, data)
+	return nil
+}
+
+// encodeFeed is a feed event as its feed's entry holds it.
+func encodeFeed(fe chat.FeedEvent) ([]byte, error) {
 	data, err := json.Marshal(fe)
 	if err != nil {
-		return fmt.Errorf("publish feed of %s: %w", fe.Repository, err)
+		return nil, fmt.Errorf("publish feed of %s: %w", fe.Repository, err)
 	}
-	key := feedKey(fe.Repository)
+	return data, nil
+}
+
+// addEncodedFeed queues the feed event of repo encoded as data on pipe.
+func (e *Events) addEncodedFeed(ctx context.Context, pipe redis.Pipeliner, repo string, data []byte) {
+	key := feedKey(repo)
 	pipe.XAdd(ctx, &redis.XAddArgs{Stream: key, MaxLen: e.cfg.FeedMaxLen, Approx: true, Values: []any{"e", data}})
 	if e.renewTTL(key, time.Now()) {
 		pipe.Expire(ctx, key, e.cfg.TTL)
 	}
-	return nil
 }
 
 // Follow returns the live events of a turn with Seq > after. Each entry is

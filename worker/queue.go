@@ -132,7 +132,7 @@ func NewQueue(rdb redis.UniversalClient, cfg QueueConfig) (*Queue, error) {
 	}
 	return &Queue{
 		rdb:    rdb,
-		client: asynq.NewClientFromRedisClient(rdb),
+		client: asynq.NewClientFromRedisClient(riding{rdb}),
 		insp:   asynq.NewInspectorFromRedisClient(rdb),
 		cfg:    cfg,
 		log:    cfg.Logger,
@@ -191,28 +191,37 @@ func (q *Queue) enqueue(ctx context.Context, turnID, taskID, queue string, feed 
 	// A queue that has jobs waiting has no worker waiting for a wake-up
 	// (one that just took a job looks again within the poll interval), so
 	// only a job that finds its queue empty is announced: under load, none.
-	// The feed events ride along: one round trip for both, and the turn's
-	// news is out before any worker can take its job.
-	pipe := q.rdb.Pipeline()
+	// The queue's registration and the feed events ride along with asynq's
+	// enqueue, ahead of it: one round trip for all, and the turn's news is
+	// out before any worker can take its job.
+	var news [][]byte
 	if q.cfg.Feeds != nil {
 		for _, fe := range feed {
-			if err := q.cfg.Feeds.addFeed(ctx, pipe, fe); err != nil {
+			data, err := encodeFeed(fe)
+			if err != nil {
 				return false, fmt.Errorf("enqueue turn %s on %s: %w", turnID, queue, err)
 			}
+			news = append(news, data)
 		}
 	}
-	pipe.SAdd(ctx, asynqQueuesKey, queue)
-	waiting := pipe.LLen(ctx, asynqKey(queue, "pending"))
-	if _, err := pipe.Exec(ctx); err != nil {
-		return false, fmt.Errorf("enqueue turn %s on %s: register queue: %w", turnID, queue, err)
-	}
+	var waiting *redis.IntCmd
+	rctx, sent := withRiders(ctx, func(pipe redis.Pipeliner) {
+		for i, data := range news {
+			q.cfg.Feeds.addEncodedFeed(ctx, pipe, feed[i].Repository, data)
+		}
+		pipe.SAdd(ctx, asynqQueuesKey, queue)
+		waiting = pipe.LLen(ctx, asynqKey(queue, "pending"))
+	})
 	task := asynq.NewTask(TaskType, body)
-	_, err = q.client.EnqueueContext(ctx, task,
+	_, err = q.client.EnqueueContext(rctx, task,
 		asynq.TaskID(taskID),
 		asynq.Queue(queue),
 		asynq.MaxRetry(q.cfg.Policy.JobRetries),
 		asynq.Timeout(q.cfg.Policy.Windows().Job),
 	)
+	if err == nil && sent.err != nil {
+		err = fmt.Errorf("register the queue or the feed's news: %w", sent.err)
+	}
 	switch {
 	case errors.Is(err, asynq.ErrTaskIDConflict):
 		q.log.DebugContext(ctx, "turn job already queued", slog.String("turn", turnID), slog.String("task", taskID), slog.String("queue", queue))
@@ -220,7 +229,7 @@ func (q *Queue) enqueue(ctx context.Context, turnID, taskID, queue string, feed 
 	case err != nil:
 		return false, fmt.Errorf("enqueue turn %s on %s: %w", turnID, queue, err)
 	}
-	if waiting.Val() == 0 {
+	if waiting != nil && waiting.Val() == 0 {
 		q.wake.notify(queue)
 	}
 	q.log.DebugContext(ctx, "turn job queued", slog.String("turn", turnID), slog.String("task", taskID), slog.String("queue", queue))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/prchat/prchat/chat"
 	"github.com/prchat/prchat/chat/chattest"
 	"github.com/prchat/prchat/worker/workertest"
+	"github.com/redis/go-redis/v9"
 )
 
 func TestEnqueueRunsTurn(t *testing.T) {
@@ -402,4 +404,76 @@ func TestTasksFindsEveryJobOfATurn(t *testing.T) {
 	if got := e.where(t, "turn-3"); len(got) != 0 {
 		t.Errorf("jobs of a turn with none: %v", got)
 	}
+}
+
+// roundTrips counts a client's round trips to Redis: a command sent alone
+// or a pipeline.
+type roundTrips struct{ n atomic.Int64 }
+
+func (c *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { c.n.Add(1); return next(ctx, cmd) }
+}
+func (c *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { c.n.Add(1); return next(ctx, cmds) }
+}
+
+// TestEnqueueIsOneRoundTrip: an enqueue's registration of its queue, the
+// length of the queue it joins and the feed's news ride in the pipeline of
+// asynq's enqueue script: one round trip to Redis (once asynq's client has
+// registered the queue itself, on its first enqueue to it), with the news
+// in the feed and the job pending; a job that found its queue empty is
+// announced.
+func TestEnqueueIsOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	rdb, err := NewRedisClient(workertest.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	ev := NewEvents(rdb, EventsConfig{})
+	t.Cleanup(ev.Stop)
+	q, err := NewQueue(rdb, QueueConfig{Feeds: ev, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	news := func(turn int) chat.FeedEvent {
+		return chat.FeedEvent{Type: "turn", Repository: "acme/a", PR: 7, ConversationID: fmt.Sprint("c", turn), Turn: 1, State: chat.StateQueued}
+	}
+	// The first job finds the queue empty: its wake-up goes out from a
+	// goroutine of its own, which is waited for here, so that it is not
+	// counted below.
+	woken := rdb.Subscribe(ctx, WakeChannel(redisDB(rdb), SharedQueue))
+	t.Cleanup(func() { _ = woken.Close() })
+	if _, err := woken.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Enqueue(ctx, "turn-0", "", news(0)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-woken.Channel():
+	case <-time.After(chattest.Patience()):
+		t.Fatal("no wake-up for a job on an empty queue")
+	}
+	counter := &roundTrips{}
+	rdb.AddHook(counter)
+	if err := q.Enqueue(ctx, "turn-1", "", news(1)); err != nil {
+		t.Fatal(err)
+	}
+	if n := counter.n.Load(); n != 1 {
+		t.Errorf("an enqueue made %d round trips to Redis, want 1", n)
+	}
+	entries, err := rdb.XRange(ctx, feedKey("acme/a"), "-", "+").Result()
+	if err != nil || len(entries) != 2 {
+		t.Errorf("feed entries: %v (%v), want 2", entries, err)
+	}
+	if n, err := rdb.LLen(ctx, asynqKey(SharedQueue, "pending")).Result(); err != nil || n != 2 {
+		t.Errorf("pending jobs = %d (%v), want 2", n, err)
+	}
+	if ok, err := rdb.SIsMember(ctx, asynqQueuesKey, SharedQueue).Result(); err != nil || !ok {
+		t.Errorf("the queue is not registered (%v)", err)
+	}
+
 }
