@@ -79,6 +79,18 @@
 // jobs' own (as asynq's does), and its queues' keys have different hash
 // tags, which is one more reason Redis Cluster is not a supported target.
 //
+// # Round trips
+//
+// A turn costs Redis few round trips: an enqueue's registration of its
+// queue and the feed's news ride in the pipeline of asynq's enqueue script
+// (Queue talks to asynq's client through a client that sends a script
+// call's riders ahead of it); a worker's round of polls is one script call
+// (above); and the publish of a turn's final events in its job's handler
+// waits for asynq's script call that ends the job (done, retry, archive or
+// requeue) and goes ahead of it in one pipeline (ServerConfig.Events;
+// finals.go), or by itself if no such call comes within a quarter of a
+// second or the Server stops first.
+//
 // # Identity
 //
 // Each worker process has an id (PRCHAT_WORKER_ID, by default its host name)

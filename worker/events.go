@@ -72,6 +72,10 @@ type Events struct {
 	ttlMu  sync.Mutex           // guards ttlSet
 	ttlSet map[string]time.Time // stream key -> when this process last set its TTL
 
+	// finals holds the final publishes of turns run by this process until
+	// the script call that ends their job takes them.
+	finals *finals
+
 	lc      *lifecycle        // of the reader
 	mu      sync.Mutex        // guards what follows
 	watches map[string]*watch // stream key -> followers
@@ -128,7 +132,7 @@ func NewEvents(rdb redis.UniversalClient, cfg EventsConfig) *Events {
 	cfg = cfg.withDefaults()
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return &Events{rdb: rdb, cfg: cfg, log: cfg.Logger, wake: "prchat:wake:" + hex.EncodeToString(b[:]), watches: map[string]*watch{}, ttlSet: map[string]time.Time{}, lc: newLifecycle("worker events")}
+	return &Events{rdb: rdb, cfg: cfg, log: cfg.Logger, wake: "prchat:wake:" + hex.EncodeToString(b[:]), watches: map[string]*watch{}, ttlSet: map[string]time.Time{}, lc: newLifecycle("worker events"), finals: newFinals(rdb, cfg.Logger)}
 }
 
 // ttlRefresh is how often a process renews the TTL of a stream it keeps
@@ -178,23 +182,55 @@ func turnKey(turnID string) string { return "prchat:events:" + turnID }
 func feedKey(repo string) string   { return "prchat:feed:" + repo }
 
 // Publish adds a turn's events to its stream and feed events to their
-// repositories' feeds, in one pipeline.
+// repositories' feeds, in one pipeline. Within the handler of a job of a
+// Server configured with these Events, the publish of a turn's final
+// events rides with the script call that ends the job instead (see
+// finals).
 func (e *Events) Publish(ctx context.Context, turnID string, events []chat.Event, feed []chat.FeedEvent) error {
 	if len(events)+len(feed) == 0 {
 		return nil
 	}
+	pub, err := e.prepare(turnID, events, feed)
+	if err != nil {
+		return err
+	}
+	if e.finals.hold(ctx, pub) {
+		return nil
+	}
 	pipe := e.rdb.Pipeline()
+	pub.queue(ctx, pipe)
+	cmds, err := pipe.Exec(ctx)
+	return pub.check(cmds, err)
+}
+
+// publication is a Publish's commands, encoded, ready to be queued on a
+// pipeline.
+type publication struct {
+	e      *Events
+	turnID string
+	final  bool // the turn's events end with a final one
+	// the turn's stream entry: its id, field and value, and the TTL to set
+	// (0: none)
+	id, field string
+	batch     []byte
+	ttl       time.Duration
+	feed      []chat.FeedEvent
+	news      [][]byte // feed, encoded
+}
+
+// prepare encodes a publish: the events in one entry of the turn's stream
+// (their own encodings joined into an array, not encoded again), and the
+// feed events.
+func (e *Events) prepare(turnID string, events []chat.Event, feed []chat.FeedEvent) (*publication, error) {
+	pub := &publication{e: e, turnID: turnID, feed: feed}
 	if len(events) > 0 {
 		key := turnKey(turnID)
-		final := false
-		// One entry for all: one XADD, not one per event. The events'
-		// own encodings are joined into the array, not encoded again.
 		var batch []byte
 		for i := range events {
 			ev := &events[i]
 			data, err := ev.JSON()
 			if err != nil {
-				return fmt.Errorf("publish events of turn %s: %w", turnID, err)
+				return nil, fmt.Errorf("publish events of turn %s: %w", turnID, err)
 			}
 			if len(events) == 1 {
 				batch = data
@@ -206,36 +242,59 @@ func (e *Events) Publish(ctx context.Context, turnID string, events []chat.Event
 				batch = append(batch, ',')
 			}
 			batch = append(batch, data...)
-			final = final || ev.Final()
+			pub.final = pub.final || ev.Final()
 		}
-		field := "e"
+		pub.field, pub.batch = "e", batch
 		if len(events) > 1 {
-			field, batch = "b", append(batch, ']')
+			pub.field, pub.batch = "b", append(batch, ']')
 		}
 		last := events[len(events)-1]
-		final = final || last.Final()
-		pipe.XAdd(ctx, &redis.XAddArgs{Stream: key, ID: strconv.FormatInt(last.Seq, 10) + "-1", MaxLen: e.cfg.MaxLen, Approx: true, Values: []any{field, batch}})
+		pub.final = pub.final || last.Final()
+		pub.id = strconv.FormatInt(last.Seq, 10) + "-1"
 		switch {
-		case final:
-			pipe.Expire(ctx, key, e.cfg.SettledTTL)
+		case pub.final:
+			pub.ttl = e.cfg.SettledTTL
 			e.forgetTTL(key)
 		case e.renewTTL(key, time.Now()):
-			pipe.Expire(ctx, key, e.cfg.TTL)
+			pub.ttl = e.cfg.TTL
 		}
 	}
 	for _, fe := range feed {
-		if err := e.addFeed(ctx, pipe, fe); err != nil {
-			return err
+		data, err := encodeFeed(fe)
+		if err != nil {
+			return nil, err
+		}
+		pub.news = append(pub.news, data)
+	}
+	return pub, nil
+}
+
+// queue queues the publication's commands on pipe.
+func (p *publication) queue(ctx context.Context, pipe redis.Pipeliner) {
+	e := p.e
+	if p.batch != nil {
+		key := turnKey(p.turnID)
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: key, ID: p.id, MaxLen: e.cfg.MaxLen, Approx: true, Values: []any{p.field, p.batch}})
+		if p.ttl > 0 {
+			pipe.Expire(ctx, key, p.ttl)
 		}
 	}
-	cmds, err := pipe.Exec(ctx)
-	if err != nil {
-		// An id at or below the stream's last one means another run already
-		// published it: not an error for the followers.
-		for _, c := range cmds {
-			if c.Err() != nil && !strings.Contains(c.Err().Error(), "equal or smaller") {
-				return fmt.Errorf("publish events of turn %s: %w", turnID, c.Err())
-			}
+	for i, data := range p.news {
+		e.addEncodedFeed(ctx, pipe, p.feed[i].Repository, data)
+	}
+}
+
+// check is the error of a pipeline that carried the publication (cmds,
+// and err of its Exec): an entry id at or below the stream's last one
+// means another run already published it, which is not an error for the
+// followers.
+func (p *publication) check(cmds []redis.Cmder, err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, c := range cmds {
+		if c.Err() != nil && !strings.Contains(c.Err().Error(), "equal or smaller") {
+			return fmt.Errorf("publish events of turn %s: %w", p.turnID, c.Err())
 		}
 	}
 	return nil

@@ -78,6 +78,7 @@ type idlePoller struct {
 	last     string               // ... and of the last
 	pending  map[string][3]string // pending key -> paused, active and lease keys
 	order    []string             // the queues, in the order asynq polls them
+	finals   *finals              // the final publishes the jobs' ends take; nil: none
 	poll     time.Duration
 	idle     time.Duration
 	channels []string
@@ -129,6 +130,10 @@ func newIdlePoller(rdb redis.UniversalClient, queues []string, poll, idle time.D
 // EvalSha runs a script by its SHA, as the client does; asynq runs its
 // dequeue and forward scripts so.
 func (p *idlePoller) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	if pub := p.finals.take(keys); pub != nil {
+		// The script that ends a job whose turn's final events wait.
+		return p.finals.evalWith(ctx, p.UniversalClient, pub, sha, keys, args)
+	}
 	switch {
 	case p.isDequeue(keys):
 		return p.dequeue(ctx, sha, keys, args)

@@ -71,6 +71,11 @@ type ServerConfig struct {
 	// RemoveRunDir, if set, removes a run directory on this worker's disk:
 	// the server runs the rundir:remove jobs of its host queue with it.
 	RemoveRunDir func(ctx context.Context, dir string) error
+	// Events, if set, are the Events this process publishes the turns'
+	// events with: the publish of a turn's final events in a job's handler
+	// then rides with the script call that ends the job, one round trip to
+	// Redis for both.
+	Events *Events
 	// Logger receives the server's and asynq's logs. Default: discard.
 	Logger *slog.Logger
 }
@@ -193,6 +198,10 @@ func (s *Server) begin(ctx context.Context) error {
 	// asynq polls through the idlePoller, which does the waiting between
 	// polls (TaskCheckInterval, IdlePollInterval) and ends it on a wake-up.
 	poller := newIdlePoller(s.rdb, s.pollOrder(), s.cfg.TaskCheckInterval, s.cfg.IdlePollInterval, s.log)
+	if s.cfg.Events != nil {
+		poller.finals = s.cfg.Events.finals
+		poller.finals.on.Store(true)
+	}
 	poller.listen()
 	srv := asynq.NewServerFromRedisClient(poller, asynq.Config{
 		Concurrency:              s.cfg.Concurrency,
@@ -339,6 +348,8 @@ func (s *Server) Stop() {
 		case <-time.After(handlerExit):
 			s.log.Warn("turn handlers still running after shutdown")
 		}
+		// asynq ended every job it will end: what no end took goes now.
+		s.poller.finals.flushAll()
 		s.log.Info("worker server stopped", slog.String("runner", s.Runner()))
 	})
 }

@@ -221,6 +221,7 @@ func (d *daemon) startWorker(ctx context.Context, cfg Config, o options) (err er
 		Policy:            d.policy,
 		ShutdownGrace:     cfg.ShutdownGrace,
 		RemoveRunDir:      d.workspaces.Remove,
+		Events:            d.events,
 		Logger:            d.log,
 	}); err != nil {
 		return err
