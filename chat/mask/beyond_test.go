@@ -137,18 +137,30 @@ func TestBeyond(t *testing.T) {
 	}
 }
 
-// TestBeyondStream: Stream in 16-byte deltas equals String on every record
-// of the beyond corpus.
+// TestBeyondStream: Stream equals String on every record of the beyond
+// corpus, in 16-byte deltas, split at every byte (a value written before
+// its label, split right after its closing quote, was once released before
+// its label arrived) and byte by byte.
 func TestBeyondStream(t *testing.T) {
 	t.Parallel()
 	m := mask.New()
 	for _, rec := range fakesecret.Beyond(1) {
+		want := m.String(rec.Text)
 		var pieces []string
 		for i := 0; i < len(rec.Text); i += 16 {
 			pieces = append(pieces, rec.Text[i:min(len(rec.Text), i+16)])
 		}
-		if got, want := streamPieces(m, pieces), m.String(rec.Text); got != want {
+		if got := streamPieces(m, pieces); got != want {
 			t.Errorf("%s: 16-byte deltas of %q\n got  %q\n want %q", rec.Family, rec.Text, got, want)
+		}
+		for i := 0; i <= len(rec.Text); i++ {
+			if got := streamPieces(m, splitAt(rec.Text, i)); got != want {
+				t.Errorf("%s: split at %d of %q\n got  %q\n want %q", rec.Family, i, rec.Text, got, want)
+				break
+			}
+		}
+		if got := streamPieces(m, bytewise(rec.Text)); got != want {
+			t.Errorf("%s: byte-wise %q\n got  %q\n want %q", rec.Family, rec.Text, got, want)
 		}
 	}
 }

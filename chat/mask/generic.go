@@ -1227,6 +1227,13 @@ func beforeHold(s string, t *trail) int {
 		return hold // no quote, blank or operator before the label
 	}
 	if s[p-1] == '"' || s[p-1] == '\'' || s[p-1] == '$' {
+		if p == len(s) {
+			// the quote that ends s may close the value itself, with
+			// the operator and the label still to come
+			if vs, _ := beforeValue(s, p); vs >= 0 && vs-1 < hold {
+				hold = vs - 1
+			}
+		}
 		p--
 	}
 	p = skipBlankBack(s, p)
