@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,32 +33,34 @@ const laneTimeout = 30 * time.Second
 // write-ahead log. That commit, with its context switches on both sides,
 // not the statements, is what a claim or a finish costs Postgres.
 //
+// A lane has no goroutine of its own: the caller that finds it idle sends
+// its statement itself (it leads), and one that finds a batch under way
+// queues; the leader, once its batch is committed, hands what queued
+// meanwhile to the first of those callers, which sends it as the next
+// batch. A lone statement costs no hand-off, and a queued one the one
+// wake-up that tells it its outcome.
+//
 // Every statement of a lane changes one turn and what belongs to it, so
 // the turns of a batch are independent: a batch whose transaction a
 // statement's error aborted is sent again one statement at a time, so that
-// each caller hears of its own statement only. A
-// statement whose fence did not match returns no rows, which is not an
-// error: its batch commits the others.
+// each caller hears of its own statement only. A statement whose fence did
+// not match returns no rows, which is not an error: its batch commits the
+// others.
 //
 // A Store on Postgres has two lanes: claims, whose transactions commit
 // without waiting for the disk (see claimUpdateLease), and the writes that
 // must wait for it (a run's events, its finish). They never share a batch,
 // so that no commit that must wait is made not to.
 type lane struct {
-	pool  *sql.DB
-	queue chan *laneJob
-	stop  chan struct{}
-	wg    sync.WaitGroup
-	once  sync.Once
+	pool    *sql.DB
+	leaders sync.WaitGroup // a batch being sent, and the hand-off after it
 
-	// mu orders submits before close: once closed is set no job enters the
-	// queue, so the jobs close drains are all there are.
-	mu     sync.RWMutex
-	closed bool
-
-	mu2     sync.Mutex // guards the counts
-	batches int64
-	jobs    int64
+	mu      sync.Mutex // guards what follows
+	busy    bool       // a leader sends a batch
+	queue   []*laneJob // waiting for the next batch
+	closed  bool
+	batches int64 // sent, for tests
+	jobs    int64 // statements sent (one sent again alone counts again)
 }
 
 // laneJob is one statement of a lane.
@@ -71,61 +74,76 @@ type laneJob struct {
 	// only once done is closed with err nil.
 	read func(pgx.Rows) error
 	err  error
-	done chan struct{}
+	done chan struct{}   // closed once err is the statement's outcome
+	lead chan []*laneJob // gets the batch this job's caller is to send
 }
 
-// startLane starts a lane on pool whose writers send batches side by side.
-func startLane(pool *sql.DB, writers int) *lane {
-	l := &lane{pool: pool, queue: make(chan *laneJob, maxLaneBatch), stop: make(chan struct{})}
-	for range writers {
-		l.wg.Go(l.write)
-	}
-	return l
-}
+// newLane returns an idle lane on pool.
+func newLane(pool *sql.DB) *lane { return &lane{pool: pool} }
 
 // do runs query (with ? placeholders) with args in the lane's next batch
 // and waits until that batch committed, read having read its rows. It gives
 // up (with ctx's error) only while the statement still waits for a batch:
 // once a batch holds it, its outcome is what the caller must hear.
 func (l *lane) do(ctx context.Context, query string, args []any, read func(pgx.Rows) error) error {
-	j := &laneJob{ctx: ctx, query: numberPlaceholders(query), args: args, read: read, done: make(chan struct{})}
-	l.mu.RLock()
-	if l.closed {
-		l.mu.RUnlock()
+	j := &laneJob{ctx: ctx, query: numberPlaceholders(query), args: args, read: read,
+		done: make(chan struct{}), lead: make(chan []*laneJob, 1)}
+	l.mu.Lock()
+	switch {
+	case l.closed:
+		l.mu.Unlock()
 		return errStoreClosed
+	case !l.busy:
+		l.busy = true
+		l.leaders.Add(1)
+		l.mu.Unlock()
+		l.send([]*laneJob{j})
+		return unavailable(j.err)
 	}
+	l.queue = append(l.queue, j)
+	l.mu.Unlock()
 	select {
-	case l.queue <- j:
+	case <-j.done:
+		return unavailable(j.err)
+	case batch := <-j.lead:
+		l.send(batch)
+		return unavailable(j.err)
 	case <-ctx.Done():
-		l.mu.RUnlock()
+	}
+	// Given up, unless a batch holds the statement already.
+	l.mu.Lock()
+	if i := slices.Index(l.queue, j); i >= 0 {
+		l.queue = slices.Delete(l.queue, i, i+1)
+		l.mu.Unlock()
 		return ctx.Err()
 	}
-	l.mu.RUnlock()
-	<-j.done
+	l.mu.Unlock()
+	select {
+	case <-j.done:
+	case batch := <-j.lead:
+		l.send(batch)
+	}
 	return unavailable(j.err)
 }
 
-// write sends batches of what is waiting until the lane stops.
-func (l *lane) write() {
-	batch := make([]*laneJob, 0, maxLaneBatch)
-	for {
-		select {
-		case <-l.stop:
-			return
-		case j := <-l.queue:
-			batch = append(batch[:0], j)
-		}
-	more:
-		for len(batch) < maxLaneBatch {
-			select {
-			case j := <-l.queue:
-				batch = append(batch, j)
-			default:
-				break more
-			}
-		}
-		l.run(batch)
+// send sends batch as its leader, then hands what queued meanwhile to the
+// first of its callers as the next batch, or leaves the lane idle.
+func (l *lane) send(batch []*laneJob) {
+	l.run(batch)
+	l.mu.Lock()
+	if len(l.queue) == 0 {
+		l.busy = false
+		l.mu.Unlock()
+		l.leaders.Done()
+		return
 	}
+	n := min(len(l.queue), maxLaneBatch)
+	next := slices.Clone(l.queue[:n])
+	l.queue = slices.Delete(l.queue, 0, n)
+	l.leaders.Add(1)
+	l.mu.Unlock()
+	next[0].lead <- next
+	l.leaders.Done()
 }
 
 // run sends a batch, one statement at a time if it fails together, and
@@ -145,7 +163,7 @@ func (l *lane) run(batch []*laneJob) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), laneTimeout)
 	defer cancel()
-	err := l.send(ctx, live)
+	err := l.pipeline(ctx, live)
 	// A statement's error aborted the batch's transaction at the server:
 	// nothing of it was committed, so each statement can go again alone.
 	// Any other error (a connection lost, a row that could not be read)
@@ -155,7 +173,7 @@ func (l *lane) run(batch []*laneJob) {
 	alone := err != nil && len(live) > 1 && errors.As(err, &pgErr)
 	for _, j := range live {
 		if alone {
-			j.err = l.send(ctx, []*laneJob{j})
+			j.err = l.pipeline(ctx, []*laneJob{j})
 		} else {
 			j.err = err
 		}
@@ -163,13 +181,14 @@ func (l *lane) run(batch []*laneJob) {
 	}
 }
 
-// send runs jobs in one pipeline on one connection: a transaction of their
-// own, committed at its end (Postgres' implicit transaction of a pipeline).
-func (l *lane) send(ctx context.Context, jobs []*laneJob) error {
-	l.mu2.Lock()
+// pipeline runs jobs in one pipeline on one connection: a transaction of
+// their own, committed at its end (Postgres' implicit transaction of a
+// pipeline).
+func (l *lane) pipeline(ctx context.Context, jobs []*laneJob) error {
+	l.mu.Lock()
 	l.batches++
 	l.jobs += int64(len(jobs))
-	l.mu2.Unlock()
+	l.mu.Unlock()
 	conn, err := l.pool.Conn(ctx)
 	if err != nil {
 		return err
@@ -191,30 +210,31 @@ func (l *lane) send(ctx context.Context, jobs []*laneJob) error {
 // counts returns how many batches the lane sent and how many statements
 // they carried (a statement sent again alone counts again), for tests.
 func (l *lane) counts() (batches, jobs int64) {
-	l.mu2.Lock()
-	defer l.mu2.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	return l.batches, l.jobs
 }
 
-// close stops the lane once it finished the batch it holds; statements
-// still queued are told the store is closed.
+// queued is how many statements wait for the next batch, for tests.
+func (l *lane) queued() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.queue)
+}
+
+// close refuses new statements and fails those still queued, then waits
+// for the batch under way.
 func (l *lane) close() {
-	l.once.Do(func() {
-		l.mu.Lock()
-		l.closed = true
-		l.mu.Unlock()
-		close(l.stop)
-		l.wg.Wait()
-		for {
-			select {
-			case j := <-l.queue:
-				j.err = errStoreClosed
-				close(j.done)
-			default:
-				return
-			}
-		}
-	})
+	l.mu.Lock()
+	l.closed = true
+	queued := l.queue
+	l.queue = nil
+	l.mu.Unlock()
+	for _, j := range queued {
+		j.err = errStoreClosed
+		close(j.done)
+	}
+	l.leaders.Wait()
 }
 
 // numberPlaceholders turns the ? placeholders of query, as gorm writes
@@ -324,6 +344,3 @@ func gormTag(tag string) map[string]string {
 	}
 	return m
 }
-
-// laneWriters is how many batches of a lane may be at the database at once.
-var laneWriters = 1

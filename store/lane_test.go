@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"sync"
 	"testing"
@@ -66,16 +67,17 @@ func insertJob(ctx context.Context, l *lane, k string) (xid int64, err error) {
 func holdLane(t *testing.T, db *sql.DB, l *lane) (release func(), wait func() error) {
 	t.Helper()
 	ctx := t.Context()
+	key := rand.Int32N(1 << 30) // the tests' own lock: they run side by side
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock(4242)`); err != nil {
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, key); err != nil {
 		t.Fatal(err)
 	}
 	held := make(chan error, 1)
 	go func() {
-		held <- l.do(ctx, `SELECT pg_advisory_xact_lock(4242)`, nil, func(r pgx.Rows) error {
+		held <- l.do(ctx, `SELECT pg_advisory_xact_lock(?)`, []any{key}, func(r pgx.Rows) error {
 			for r.Next() {
 			}
 			return r.Err()
@@ -83,11 +85,11 @@ func holdLane(t *testing.T, db *sql.DB, l *lane) (release func(), wait func() er
 	}()
 	chattest.Eventually(t, "the holding statement waits at the server", func() bool {
 		var n int
-		err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND NOT granted`).Scan(&n)
+		err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 0 AND objid = $1 AND NOT granted`, key).Scan(&n)
 		return err == nil && n == 1
 	})
 	release = func() {
-		_, _ = conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(4242)`)
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, key)
 		_ = conn.Close()
 	}
 	return release, func() error { return <-held }
@@ -99,7 +101,7 @@ func holdLane(t *testing.T, db *sql.DB, l *lane) (release func(), wait func() er
 func TestLaneCommitsWhatArrivedMeanwhileTogether(t *testing.T) {
 	t.Parallel()
 	db := laneDB(t)
-	l := startLane(db, 1)
+	l := newLane(db)
 	defer l.close()
 	ctx := t.Context()
 
@@ -111,7 +113,7 @@ func TestLaneCommitsWhatArrivedMeanwhileTogether(t *testing.T) {
 	for i := range n {
 		wg.Go(func() { xids[i], errs[i] = insertJob(ctx, l, fmt.Sprint("k", i)) })
 	}
-	chattest.Eventually(t, "the statements queue behind the held batch", func() bool { return len(l.queue) == n })
+	chattest.Eventually(t, "the statements queue behind the held batch", func() bool { return l.queued() == n })
 	release()
 	wg.Wait()
 	if err := held(); err != nil {
@@ -141,7 +143,7 @@ func TestLaneCommitsWhatArrivedMeanwhileTogether(t *testing.T) {
 func TestLaneSendsAFailedBatchAgainAlone(t *testing.T) {
 	t.Parallel()
 	db := laneDB(t)
-	l := startLane(db, 1)
+	l := newLane(db)
 	defer l.close()
 	ctx := t.Context()
 	if _, err := db.ExecContext(ctx, `INSERT INTO t VALUES ('taken')`); err != nil {
@@ -155,10 +157,10 @@ func TestLaneSendsAFailedBatchAgainAlone(t *testing.T) {
 	var wg sync.WaitGroup
 	for i, k := range keys {
 		// In this order: a before the failing statement, b after it.
-		chattest.Eventually(t, "the statements before it queue", func() bool { return len(l.queue) == i })
+		chattest.Eventually(t, "the statements before it queue", func() bool { return l.queued() == i })
 		wg.Go(func() { xids[i], errs[i] = insertJob(ctx, l, k) })
 	}
-	chattest.Eventually(t, "the statements queue behind the held batch", func() bool { return len(l.queue) == len(keys) })
+	chattest.Eventually(t, "the statements queue behind the held batch", func() bool { return l.queued() == len(keys) })
 	release()
 	wg.Wait()
 	if err := held(); err != nil {
@@ -201,7 +203,7 @@ func TestLaneSendsAFailedBatchAgainAlone(t *testing.T) {
 func TestLaneAfterCloseFails(t *testing.T) {
 	t.Parallel()
 	db := laneDB(t)
-	l := startLane(db, 1)
+	l := newLane(db)
 	ctx := t.Context()
 	done := make(chan error, 50)
 	for i := range cap(done) {
@@ -240,5 +242,44 @@ func TestNumberPlaceholders(t *testing.T) {
 		if got := numberPlaceholders(in); got != want {
 			t.Errorf("numberPlaceholders(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestLaneStatementGivenUpWhileQueued: a statement whose caller's context
+// ends while it waits for a batch is taken out of the queue and never
+// sent; the caller hears its context's error.
+func TestLaneStatementGivenUpWhileQueued(t *testing.T) {
+	t.Parallel()
+	db := laneDB(t)
+	l := newLane(db)
+	defer l.close()
+	release, held := holdLane(t, db, l)
+	ctx, cancel := context.WithCancel(t.Context())
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := insertJob(ctx, l, "given-up")
+		gaveUp <- err
+	}()
+	chattest.Eventually(t, "the statement queues", func() bool { return l.queued() == 1 })
+	cancel()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Errorf("the given-up statement: %v, want %v", err, context.Canceled)
+	}
+	if n := l.queued(); n != 0 {
+		t.Errorf("%d statements still queued", n)
+	}
+	release()
+	if err := held(); err != nil {
+		t.Fatalf("holding statement: %v", err)
+	}
+	if _, err := insertJob(t.Context(), l, "after"); err != nil {
+		t.Fatal(err)
+	}
+	var rows int
+	if err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM t WHERE k = 'given-up'`).Scan(&rows); err != nil || rows != 0 {
+		t.Errorf("the given-up statement stored %d rows (%v)", rows, err)
+	}
+	if batches, jobs := l.counts(); batches != 2 || jobs != 2 {
+		t.Errorf("%d batches of %d statements; want 2 of 2 (the held one, then the one after)", batches, jobs)
 	}
 }

@@ -135,7 +135,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		s.asks = startAskBatcher(s, writers)
 	}
 	if s.dialect == dialectPostgres {
-		s.claims, s.writes = startLane(s.pools[0], laneWriters), startLane(s.pools[0], laneWriters)
+		s.claims, s.writes = newLane(s.pools[0]), newLane(s.pools[0])
 	}
 	return s, nil
 }
