@@ -71,6 +71,20 @@ func machineCPU() (busy, all time.Duration) {
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
+// machineSwitches returns the context switches the machine's CPUs have
+// made since boot, or -1.
+func machineSwitches() int64 {
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return -1
+	}
+	st, err := fs.Stat()
+	if err != nil {
+		return -1
+	}
+	return int64(st.ContextSwitches)
+}
+
 // procStat reads /proc/pid/stat.
 func procStat(pid int) (procfs.ProcStat, error) {
 	p, err := procfs.NewProc(pid)

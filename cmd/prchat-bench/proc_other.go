@@ -27,6 +27,8 @@ func processCPUFine(int) (time.Duration, error) {
 // machineCPU is only read on Linux (from /proc/stat).
 func machineCPU() (busy, all time.Duration) { return -1, -1 }
 
+func machineSwitches() int64 { return -1 }
+
 // postmasterOf is only known on Linux.
 func postmasterOf(int) (int, error) {
 	return 0, errors.New("the Postgres server's processes are only read on Linux")

@@ -28,7 +28,14 @@ type usage struct {
 	// redisCalls counts the calls of each Redis command (INFO
 	// commandstats), the calls a script makes included.
 	redisCalls map[string]int64
-	pgCPU      time.Duration // the Postgres server: the postmaster and its children
+	// redisReads counts the reads of client connections the Redis server
+	// processed (INFO stats total_reads_processed): its round trips, a
+	// pipeline being one.
+	redisReads int64
+	// switches counts the context switches of the machine's CPUs
+	// (/proc/stat ctxt), whoever made them.
+	switches int64
+	pgCPU    time.Duration // the Postgres server: the postmaster and its children
 	// pgBackends is the CPU the backends of the daemons' connections
 	// have used (their application_name is the bench's): the server's
 	// share of the daemons' work without the other databases', where
@@ -69,8 +76,9 @@ type perfState struct {
 
 // sample reads the usage now.
 func (b *bencher) sample(ctx context.Context) usage {
-	u := usage{busy: -1, all: -1, bench: -1, redisCPU: -1, pgCPU: -1, pgBackends: -1, pgXacts: -1, pgXids: -1, pgStmts: -1, own: b.ownQueries.Load()}
+	u := usage{busy: -1, all: -1, bench: -1, redisCPU: -1, redisReads: -1, pgCPU: -1, pgBackends: -1, pgXacts: -1, pgXids: -1, pgStmts: -1, own: b.ownQueries.Load()}
 	u.busy, u.all = machineCPU()
+	u.switches = machineSwitches()
 	if c, err := processCPU(os.Getpid()); err == nil {
 		u.bench = c
 	}
@@ -80,6 +88,11 @@ func (b *bencher) sample(ctx context.Context) usage {
 		}
 		if info, err := b.rdb.Info(ctx, "commandstats").Result(); err == nil {
 			u.redisCalls = redisCalls(info)
+		}
+		if info, err := b.rdb.Info(ctx, "stats").Result(); err == nil {
+			if n, err := strconv.ParseInt(infoFields(info)["total_reads_processed"], 10, 64); err == nil {
+				u.redisReads = n
+			}
 		}
 	}
 	if b.pg != nil {
@@ -341,6 +354,13 @@ func (b *bencher) addUsage(section, unit string, from, until usage, turns int64,
 	if b.rdb != nil {
 		b.rep.add(section, "  Redis commands per "+unit+" (all, then the most called; a script's own calls count)", commandsPerTurn(from.redisCalls, until.redisCalls, turns, 5), "", "")
 	}
+	redisTrips := "n/a (in-process)"
+	if b.rdb != nil {
+		// The window's last sample read INFO three times.
+		redisTrips = countPerTurn(from.redisReads, until.redisReads, 3, turns)
+	}
+	b.rep.add(section, "  round trips to Redis (reads it processed) / the machine's context switches, per "+unit,
+		redisTrips+" / "+countPerTurn(from.switches, until.switches, 0, turns), "", "")
 	if b.cfg.DatabaseURL != "" {
 		own := until.own - from.own
 		stmts := "n/a (no pg_stat_statements)"
