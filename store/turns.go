@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
@@ -75,11 +76,57 @@ func (s *Store) TurnByID(ctx context.Context, id string) (chat.Turn, error) {
 
 // PendingTurns lists turns in state queued or running, oldest first.
 func (s *Store) PendingTurns(ctx context.Context) ([]chat.Turn, error) {
+	if s.dialect == dialectPostgres {
+		return s.pendingTurnsPG(ctx)
+	}
 	var rows []turnRow
 	if err := s.read.WithContext(ctx).Where(pending).Order("created_at, id").Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("list pending turns: %w", err)
 	}
 	return turnsFromRows(rows)
+}
+
+// pendingTurnsPG is PendingTurns on Postgres, read with pgx into the
+// turns directly: the reconciler reads every pending turn on every pass,
+// and through gorm a backlog of 10,000 cost a worker 0.15 s of CPU a pass
+// (growing a slice of rows by reflection, scanning each through
+// database/sql).
+func (s *Store) pendingTurnsPG(ctx context.Context) ([]chat.Turn, error) {
+	conn, err := s.pools[0].Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list pending turns: %w", unavailable(err))
+	}
+	defer conn.Close()
+	var turns []chat.Turn
+	err = conn.Raw(func(driverConn any) error {
+		dc, ok := driverConn.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("connection is a %T, not pgx's", driverConn)
+		}
+		rows, err := dc.Conn().Query(ctx, `SELECT `+turnColumns+` FROM turns WHERE `+pending+` ORDER BY created_at, id`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		var r turnRow
+		targets := r.scanTargets()
+		for rows.Next() {
+			r = turnRow{} // each row's nullable columns in values of their own
+			if err := rows.Scan(targets...); err != nil {
+				return err
+			}
+			t, err := r.chat()
+			if err != nil {
+				return err
+			}
+			turns = append(turns, t)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list pending turns: %w", unavailable(err))
+	}
+	return turns, nil
 }
 
 // SetTurnQueue records the host queue a turn's job went to ("" = shared).
