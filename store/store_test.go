@@ -1539,3 +1539,51 @@ func TestEventsStoreTheirEncoding(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkPendingTurns measures what a reconciler pass reads from the
+// store: every pending turn of a backlog of 10,000 queued turns.
+func BenchmarkPendingTurns(b *testing.B) {
+	const backlog = 10_000
+	for _, db := range storetest.Databases() {
+		b.Run(db.Name, func(b *testing.B) {
+			s := db.New(b)
+			ctx := b.Context()
+			repo := chat.Repository{Name: "octo/bench"}
+			if _, err := s.UpsertRepository(ctx, &repo); err != nil {
+				b.Fatal(err)
+			}
+			review := chat.Review{RepositoryID: repo.ID, PR: 1}
+			if err := s.CreateReview(ctx, &review); err != nil {
+				b.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			var failed atomic.Pointer[error]
+			for w := range 40 {
+				wg.Go(func() {
+					for range backlog / 40 {
+						c := chat.Conversation{ReviewID: review.ID}
+						turn := chat.Turn{Question: fmt.Sprint("Why does worker ", w, " ask?"), Focus: &chat.Focus{Kind: chat.FocusOverview}}
+						if err := s.CreateConversation(ctx, &c, &turn); err != nil {
+							failed.Store(&err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if err := failed.Load(); err != nil {
+				b.Fatal(*err)
+			}
+			b.ResetTimer()
+			var n int
+			for b.Loop() {
+				turns, err := s.PendingTurns(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n = len(turns)
+			}
+			b.ReportMetric(float64(n), "turns/op")
+		})
+	}
+}
