@@ -133,16 +133,3 @@ func (f *finals) flushAll() {
 		f.flush(id, h)
 	}
 }
-
-// evalWith runs a script by its SHA on rdb with pub's commands ahead of it
-// in one pipeline, and returns the script's result.
-func (f *finals) evalWith(ctx context.Context, rdb redis.UniversalClient, pub *publication, sha string, keys []string, args []any) *redis.Cmd {
-	pipe := rdb.Pipeline()
-	pub.queue(ctx, pipe)
-	cmd := pipe.EvalSha(ctx, sha, keys, args...)
-	cmds, err := pipe.Exec(ctx)
-	if err := pub.check(cmds[:len(cmds)-1], err); err != nil {
-		f.log.WarnContext(ctx, "publish events", slog.String("turn", pub.turnID), slog.Any("err", err))
-	}
-	return cmd
-}

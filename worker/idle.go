@@ -70,7 +70,9 @@ func asynqKey(queue, kind string) string { return "asynq:{" + queue + "}:" + kin
 // wake-up that came before its job was visible costs one poll interval,
 // not an idle one; a lost subscription only leaves the wait to its timer.
 // release ends a wait at once and for good, so that asynq's Stop, which
-// waits for the poll under way, is not delayed.
+// waits for the poll under way, is not delayed. A job that the end of the
+// job before took ahead answers the first poll of a round without Redis
+// (prefetch.go).
 type idlePoller struct {
 	redis.UniversalClient
 
@@ -91,16 +93,20 @@ type idlePoller struct {
 	once    sync.Once
 	stopped sync.WaitGroup // the subscription's goroutine
 
-	mu           sync.Mutex
-	ps           *redis.PubSub // the current subscription
-	released     bool
-	lastEmpty    bool      // the last round of polls took no job
-	emptyNext    string    // pending key of the queue whose poll the round's first poll found empty
-	emptySince   time.Time // when the queues were last found empty after taking a job or a wake-up
-	polls        int64     // dequeue calls, for tests
-	woken        int64     // holds a wake-up ended, for tests
-	idleHold     bool      // a hold of the idle length is under way, for tests
-	idleTimeouts int64     // holds of the idle length that ran out, for tests
+	mu            sync.Mutex
+	ps            *redis.PubSub // the current subscription
+	released      bool
+	lastEmpty     bool        // the last round of polls took no job
+	emptyNext     string      // pending key of the queue whose poll the round's first poll found empty
+	ahead         *prefetched // a job taken ahead for the next poll (prefetch.go)
+	fetching      bool        // a job end is taking one
+	inflight      sync.WaitGroup
+	answeredAhead int64     // polls a job taken ahead answered, for tests
+	emptySince    time.Time // when the queues were last found empty after taking a job or a wake-up
+	polls         int64     // dequeue calls, for tests
+	woken         int64     // holds a wake-up ended, for tests
+	idleHold      bool      // a hold of the idle length is under way, for tests
+	idleTimeouts  int64     // holds of the idle length that ran out, for tests
 }
 
 // newIdlePoller returns the client asynq polls queues (in that order)
@@ -130,9 +136,10 @@ func newIdlePoller(rdb redis.UniversalClient, queues []string, poll, idle time.D
 // EvalSha runs a script by its SHA, as the client does; asynq runs its
 // dequeue and forward scripts so.
 func (p *idlePoller) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
-	if pub := p.finals.take(keys); pub != nil {
-		// The script that ends a job whose turn's final events wait.
-		return p.finals.evalWith(ctx, p.UniversalClient, pub, sha, keys, args)
+	pub := p.finals.take(keys) // of the job that ends, if its turn's final events wait
+	prefetch := p.isJobEnd(keys) && p.startPrefetch()
+	if pub != nil || prefetch {
+		return p.endJob(ctx, pub, prefetch, sha, keys, args)
 	}
 	switch {
 	case p.isDequeue(keys):
@@ -173,6 +180,8 @@ func (p *idlePoller) isPending(key string) bool {
 func (p *idlePoller) dequeue(ctx context.Context, sha string, keys []string, args []any) *redis.Cmd {
 	var cmd *redis.Cmd
 	switch {
+	case keys[0] == p.first && p.answerAhead(ctx, &cmd):
+		// The end of a job took this one ahead.
 	case keys[0] == p.first:
 		p.hold()
 		cmd = p.dequeueFirst(ctx, sha, keys, args)

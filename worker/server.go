@@ -203,6 +203,11 @@ func (s *Server) begin(ctx context.Context) error {
 		poller.finals.on.Store(true)
 	}
 	poller.listen()
+	// The script that takes a job ahead runs in pipelines, which cannot
+	// load it: loaded now, and again whenever Redis answers NOSCRIPT.
+	if err := prefetchAny.Load(ctx, s.rdb).Err(); err != nil {
+		s.log.DebugContext(ctx, "load the prefetch script", slog.Any("err", err))
+	}
 	srv := asynq.NewServerFromRedisClient(poller, asynq.Config{
 		Concurrency:              s.cfg.Concurrency,
 		BaseContext:              func() context.Context { return base },
@@ -327,6 +332,7 @@ func (s *Server) Stop() {
 	s.lc.stop(nil, func() {
 		s.poller.release() // asynq's Stop waits for a poll held under way
 		s.srv.Stop()       // take no more jobs
+		s.poller.putBackAll()
 		s.mu.Lock()
 		s.draining = true
 		s.mu.Unlock()
