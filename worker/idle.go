@@ -219,7 +219,14 @@ func (p *idlePoller) dequeue(ctx context.Context, sha string, keys []string, arg
 // paused flag, active list and lease set, in that order; ARGV[1] is the
 // lease's expiry (unix seconds) and ARGV[1+i] the task key prefix of the
 // i-th queue.
-var dequeueAny = redis.NewScript(`
+var dequeueAny = dequeueOver(`redis.call("HGET", key, "msg")`)
+
+// dequeueOver is the script of asynq's dequeue over several queues in
+// order (dequeueAny's KEYS and ARGV) that returns what the Lua expression
+// ret makes of the job taken (i, the queue's index from 0; id; key, its
+// task key), or nil when no queue has a job.
+func dequeueOver(ret string) *redis.Script {
+	return redis.NewScript(`
 for i = 0, #KEYS / 4 - 1 do
 	local pending, paused, active, lease = KEYS[4*i+1], KEYS[4*i+2], KEYS[4*i+3], KEYS[4*i+4]
 	if redis.call("EXISTS", paused) == 0 then
@@ -229,11 +236,12 @@ for i = 0, #KEYS / 4 - 1 do
 			redis.call("HSET", key, "state", "active")
 			redis.call("HDEL", key, "pending_since")
 			redis.call("ZADD", lease, ARGV[1], id)
-			return redis.call("HGET", key, "msg")
+			return ` + ret + `
 		end
 	end
 end
 return nil`)
+}
 
 // dequeueFirst is the first poll of a round, of the first queue: with one
 // queue asynq's own script (sha), else dequeueAny over all the queues.

@@ -21,21 +21,7 @@ const prefetchHold = 2 * time.Second
 // queue it came from (its index among the queues, from 0) and its id, so
 // that a job taken ahead and not handed on can go back where it was. nil
 // when no queue has a job.
-var prefetchAny = redis.NewScript(`
-for i = 0, #KEYS / 4 - 1 do
-	local pending, paused, active, lease = KEYS[4*i+1], KEYS[4*i+2], KEYS[4*i+3], KEYS[4*i+4]
-	if redis.call("EXISTS", paused) == 0 then
-		local id = redis.call("RPOPLPUSH", pending, active)
-		if id then
-			local key = ARGV[i+2] .. id
-			redis.call("HSET", key, "state", "active")
-			redis.call("HDEL", key, "pending_since")
-			redis.call("ZADD", lease, ARGV[1], id)
-			return {i, id, redis.call("HGET", key, "msg")}
-		end
-	end
-end
-return nil`)
+var prefetchAny = dequeueOver(`{i, id, redis.call("HGET", key, "msg")}`)
 
 // putBack returns a job taken and never handed to asynq to the head of its
 // queue's pending list, as asynq's own requeue does, and marks it pending
