@@ -189,7 +189,19 @@ func (l *lane) pipeline(ctx context.Context, jobs []*laneJob) error {
 	l.batches++
 	l.jobs += int64(len(jobs))
 	l.mu.Unlock()
-	conn, err := l.pool.Conn(ctx)
+	return withPgx(ctx, l.pool, func(c *pgx.Conn) error {
+		b := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(jobs))}
+		for _, j := range jobs {
+			b.Queue(j.query, j.args...).Query(j.read)
+		}
+		return c.SendBatch(ctx, b).Close()
+	})
+}
+
+// withPgx runs fn on a connection of pool, as the pgx connection under
+// database/sql's.
+func withPgx(ctx context.Context, pool *sql.DB, fn func(*pgx.Conn) error) error {
+	conn, err := pool.Conn(ctx)
 	if err != nil {
 		return err
 	}
@@ -197,13 +209,9 @@ func (l *lane) pipeline(ctx context.Context, jobs []*laneJob) error {
 	return conn.Raw(func(driverConn any) error {
 		dc, ok := driverConn.(*stdlib.Conn)
 		if !ok {
-			return fmt.Errorf("lane: connection is a %T, not pgx's", driverConn)
+			return fmt.Errorf("connection is a %T, not pgx's", driverConn)
 		}
-		b := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(jobs))}
-		for _, j := range jobs {
-			b.Queue(j.query, j.args...).Query(j.read)
-		}
-		return dc.Conn().SendBatch(ctx, b).Close()
+		return fn(dc.Conn())
 	})
 }
 
@@ -266,11 +274,17 @@ func numberPlaceholders(query string) string {
 }
 
 // scanNamed reads the current row of rows into the fields of the structs
-// dests, each column into the field whose gorm column name it is (for the
-// struct at index i, prefixed by prefixes[i]); a column no field names is
-// read and dropped.
+// dests (see namedTargets).
 func scanNamed(rows pgx.Rows, dests []any, prefixes []string) error {
-	fields := rows.FieldDescriptions()
+	return rows.Scan(namedTargets(rows.FieldDescriptions(), dests, prefixes)...)
+}
+
+// namedTargets are the scan targets of a result's columns among the
+// fields of the structs dests: each column goes into the field whose gorm
+// column name it is (for the struct at index i, prefixed by prefixes[i]);
+// a column no field names is read and dropped. A result of many rows
+// computes them once and scans every row into them.
+func namedTargets(fields []pgconn.FieldDescription, dests []any, prefixes []string) []any {
 	targets := make([]any, len(fields))
 	for i, fd := range fields {
 		for k, d := range dests {
@@ -283,7 +297,7 @@ func scanNamed(rows pgx.Rows, dests []any, prefixes []string) error {
 			targets[i] = new(any)
 		}
 	}
-	return rows.Scan(targets...)
+	return targets
 }
 
 // columnField returns a pointer to the field of the struct *dest whose

@@ -7,9 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"reflect"
-	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -284,31 +281,5 @@ func TestLaneStatementGivenUpWhileQueued(t *testing.T) {
 	}
 	if batches, jobs := l.counts(); batches != 2 || jobs != 2 {
 		t.Errorf("%d batches of %d statements; want 2 of 2 (the held one, then the one after)", batches, jobs)
-	}
-}
-
-// TestTurnColumnsAreTurnRows: turnColumns names turnRow's columns, each
-// once, in the order of its fields, which is the order of scanTargets.
-func TestTurnColumnsAreTurnRows(t *testing.T) {
-	var want []string
-	rt := reflect.TypeFor[turnRow]()
-	for i := range rt.NumField() {
-		want = append(want, gormTag(rt.Field(i).Tag.Get("gorm"))["column"])
-	}
-	var got []string
-	for c := range strings.SplitSeq(turnColumns, ",") {
-		got = append(got, strings.TrimSpace(c))
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("turnColumns %v\nturnRow's   %v", got, want)
-	}
-	var r turnRow
-	if n := len(r.scanTargets()); n != rt.NumField() {
-		t.Errorf("%d scan targets for %d fields", n, rt.NumField())
-	}
-	for i, p := range r.scanTargets() {
-		if f := reflect.ValueOf(&r).Elem().Field(i).Addr().Interface(); f != p {
-			t.Errorf("scan target %d is not field %s", i, rt.Field(i).Name)
-		}
 	}
 }

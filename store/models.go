@@ -203,18 +203,6 @@ type turnRow struct {
 
 func (turnRow) TableName() string { return "turns" }
 
-// turnColumns are turnRow's columns, in the order of scanTargets.
-const turnColumns = `id, conversation_id, number, state, question, focus, answer, note, reason, provider, queue, runner,
-fence, last_seq, backend, model, session, input_tokens, output_tokens, calls, repairs, cost_usd, cost_reason,
-created_at, started_at, finished_at`
-
-// scanTargets are pointers to r's fields, in the order of turnColumns.
-func (r *turnRow) scanTargets() []any {
-	return []any{&r.ID, &r.ConversationID, &r.Number, &r.State, &r.Question, &r.Focus, &r.Answer, &r.Note, &r.Reason,
-		&r.Provider, &r.Queue, &r.Runner, &r.Fence, &r.LastSeq, &r.Backend, &r.Model, &r.Session, &r.InputTokens,
-		&r.OutputTokens, &r.Calls, &r.Repairs, &r.CostUSD, &r.CostReason, &r.CreatedAt, &r.StartedAt, &r.FinishedAt}
-}
-
 func newTurnRow(t *chat.Turn) (turnRow, error) {
 	row := turnRow{
 		ID:             t.ID,

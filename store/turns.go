@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
@@ -92,25 +91,19 @@ func (s *Store) PendingTurns(ctx context.Context) ([]chat.Turn, error) {
 // (growing a slice of rows by reflection, scanning each through
 // database/sql).
 func (s *Store) pendingTurnsPG(ctx context.Context) ([]chat.Turn, error) {
-	conn, err := s.pools[0].Conn(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list pending turns: %w", unavailable(err))
-	}
-	defer conn.Close()
 	var turns []chat.Turn
-	err = conn.Raw(func(driverConn any) error {
-		dc, ok := driverConn.(*stdlib.Conn)
-		if !ok {
-			return fmt.Errorf("connection is a %T, not pgx's", driverConn)
-		}
-		rows, err := dc.Conn().Query(ctx, `SELECT `+turnColumns+` FROM turns WHERE `+pending+` ORDER BY created_at, id`)
+	err := withPgx(ctx, s.pools[0], func(c *pgx.Conn) error {
+		rows, err := c.Query(ctx, `SELECT * FROM turns WHERE `+pending+` ORDER BY created_at, id`)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		var r turnRow
-		targets := r.scanTargets()
+		var targets []any // r's fields, by the result's columns
 		for rows.Next() {
+			if targets == nil {
+				targets = namedTargets(rows.FieldDescriptions(), []any{&r}, []string{""})
+			}
 			r = turnRow{} // each row's nullable columns in values of their own
 			if err := rows.Scan(targets...); err != nil {
 				return err
