@@ -258,15 +258,7 @@ func (p *idlePoller) dequeueFirst(ctx context.Context, sha string, keys []string
 	if len(p.order) < 2 || len(args) != 2 {
 		return p.UniversalClient.EvalSha(ctx, sha, keys, args...)
 	}
-	allKeys := make([]string, 0, 4*len(p.order))
-	argv := make([]any, 0, 1+len(p.order))
-	argv = append(argv, args[0])
-	for _, q := range p.order {
-		pending := asynqKey(q, "pending")
-		others := p.pending[pending]
-		allKeys = append(allKeys, pending, others[0], others[1], others[2])
-		argv = append(argv, asynqKey(q, "t:"))
-	}
+	allKeys, argv := p.dequeueArgs(args[0])
 	cmd := dequeueAny.Run(ctx, p.UniversalClient, allKeys, argv...)
 	if errors.Is(cmd.Err(), redis.Nil) {
 		p.mu.Lock()
@@ -274,6 +266,22 @@ func (p *idlePoller) dequeueFirst(ctx context.Context, sha string, keys []string
 		p.mu.Unlock()
 	}
 	return cmd
+}
+
+// dequeueArgs are the KEYS and ARGV of dequeueAny (and prefetchAny) over
+// the poller's queues, in asynq's order, with the lease expiring at
+// leaseExpiry (unix seconds).
+func (p *idlePoller) dequeueArgs(leaseExpiry any) ([]string, []any) {
+	keys := make([]string, 0, 4*len(p.order))
+	argv := make([]any, 0, 1+len(p.order))
+	argv = append(argv, leaseExpiry)
+	for _, q := range p.order {
+		pending := asynqKey(q, "pending")
+		others := p.pending[pending]
+		keys = append(keys, pending, others[0], others[1], others[2])
+		argv = append(argv, asynqKey(q, "t:"))
+	}
+	return keys, argv
 }
 
 // takeEmptyNext reports whether the poll of the queue with pending key

@@ -91,16 +91,8 @@ func (p *idlePoller) endJob(ctx context.Context, pub *publication, prefetch bool
 	cmd := pipe.EvalSha(ctx, sha, keys, args...)
 	var next *redis.Cmd
 	if prefetch {
-		allKeys := make([]string, 0, 4*len(p.order))
-		argv := make([]any, 0, 1+len(p.order))
-		argv = append(argv, time.Now().Add(asynqLease).Unix())
-		for _, q := range p.order {
-			pending := asynqKey(q, "pending")
-			others := p.pending[pending]
-			allKeys = append(allKeys, pending, others[0], others[1], others[2])
-			argv = append(argv, asynqKey(q, "t:"))
-		}
-		next = pipe.EvalSha(ctx, prefetchAny.Hash(), allKeys, argv...)
+		keys, argv := p.dequeueArgs(time.Now().Add(asynqLease).Unix())
+		next = pipe.EvalSha(ctx, prefetchAny.Hash(), keys, argv...)
 	}
 	cmds, err := pipe.Exec(ctx)
 	if pub != nil {
