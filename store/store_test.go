@@ -28,7 +28,7 @@ type fixture struct {
 	review chat.Review
 }
 
-func setup(t *testing.T, s *store.Store) fixture {
+func setup(t testing.TB, s *store.Store) fixture {
 	t.Helper()
 	ctx := t.Context()
 	f := fixture{s: s, repo: chat.Repository{Name: "octo/widgets", ClonePath: "/srv/git/widgets"}}
@@ -1548,14 +1548,7 @@ func BenchmarkPendingTurns(b *testing.B) {
 		b.Run(db.Name, func(b *testing.B) {
 			s := db.New(b)
 			ctx := b.Context()
-			repo := chat.Repository{Name: "octo/bench"}
-			if _, err := s.UpsertRepository(ctx, &repo); err != nil {
-				b.Fatal(err)
-			}
-			review := chat.Review{RepositoryID: repo.ID, PR: 1}
-			if err := s.CreateReview(ctx, &review); err != nil {
-				b.Fatal(err)
-			}
+			review := setup(b, s).review
 			var wg sync.WaitGroup
 			var failed atomic.Pointer[error]
 			for w := range 40 {

@@ -41,11 +41,10 @@ func TestEnqueueRunsTurn(t *testing.T) {
 	chattest.Eventually(t, "completed job deleted", func() bool { return len(e.tasks(t, "turn-1")) == 0 })
 }
 
-// TestEnqueueCarriesFeedEvents: the feed events an Enqueue is given are in
-// their repository's feed by the time the job is queued (they go first, in
-// the pipeline that registers the queue).
-func TestEnqueueCarriesFeedEvents(t *testing.T) {
-	t.Parallel()
+// feedQueue returns a Redis client of its own, Events on it and a Queue
+// that adds the feed events of its enqueues with them.
+func feedQueue(t *testing.T) (redis.UniversalClient, *Events, *Queue) {
+	t.Helper()
 	rdb, err := NewRedisClient(workertest.RedisURL(t))
 	if err != nil {
 		t.Fatal(err)
@@ -57,6 +56,15 @@ func TestEnqueueCarriesFeedEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return rdb, ev, q
+}
+
+// TestEnqueueCarriesFeedEvents: the feed events an Enqueue is given are in
+// their repository's feed by the time the job is queued (they go first, in
+// the pipeline that registers the queue).
+func TestEnqueueCarriesFeedEvents(t *testing.T) {
+	t.Parallel()
+	rdb, ev, q := feedQueue(t)
 	feed, err := ev.FollowFeed(t.Context(), "acme/a", "")
 	if err != nil {
 		t.Fatal(err)
@@ -426,17 +434,7 @@ func (c *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // announced.
 func TestEnqueueIsOneRoundTrip(t *testing.T) {
 	t.Parallel()
-	rdb, err := NewRedisClient(workertest.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
-	ev := NewEvents(rdb, EventsConfig{})
-	t.Cleanup(ev.Stop)
-	q, err := NewQueue(rdb, QueueConfig{Feeds: ev, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rdb, _, q := feedQueue(t)
 	ctx := t.Context()
 	news := func(turn int) chat.FeedEvent {
 		return chat.FeedEvent{Type: "turn", Repository: "acme/a", PR: 7, ConversationID: fmt.Sprint("c", turn), Turn: 1, State: chat.StateQueued}
