@@ -48,6 +48,15 @@ type usage struct {
 	// the bench's own reads assign no id).
 	pgXids  int64
 	pgStmts int64 // statements run in it (pg_stat_statements)
+	// pgSyncs counts the server's flushes of its WAL to disk (pg_stat_wal
+	// wal_sync), every database's: a commit that waits for the disk
+	// makes one unless another's flush carried it.
+	pgSyncs int64
+	// pgWALBytes and pgFPIs are the WAL the server wrote and the full page
+	// images in it (pg_stat_wal): after each checkpoint, a page's first
+	// change writes the whole page, so a window with a checkpoint in it
+	// costs more.
+	pgWALBytes, pgFPIs int64
 	// pgCalls counts the calls of each statement run in it, by the start
 	// of its text (pg_stat_statements), the bench's own included.
 	pgCalls map[string]int64
@@ -76,7 +85,7 @@ type perfState struct {
 
 // sample reads the usage now.
 func (b *bencher) sample(ctx context.Context) usage {
-	u := usage{busy: -1, all: -1, bench: -1, redisCPU: -1, redisReads: -1, pgCPU: -1, pgBackends: -1, pgXacts: -1, pgXids: -1, pgStmts: -1, own: b.ownQueries.Load()}
+	u := usage{busy: -1, all: -1, bench: -1, redisCPU: -1, redisReads: -1, pgCPU: -1, pgBackends: -1, pgXacts: -1, pgXids: -1, pgStmts: -1, pgSyncs: -1, pgWALBytes: -1, pgFPIs: -1, own: b.ownQueries.Load()}
 	u.busy, u.all = machineCPU()
 	u.switches = machineSwitches()
 	if c, err := processCPU(os.Getpid()); err == nil {
@@ -114,6 +123,11 @@ func (b *bencher) sample(ctx context.Context) usage {
 		b.ownQueries.Add(1)
 		if b.pg.QueryRowContext(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint`).Scan(&xids) == nil {
 			u.pgXids = xids
+		}
+		var syncs, bytes, fpis int64
+		b.ownQueries.Add(1)
+		if b.pg.QueryRowContext(ctx, `SELECT wal_sync, wal_bytes::bigint, wal_fpi FROM pg_stat_wal`).Scan(&syncs, &bytes, &fpis) == nil {
+			u.pgSyncs, u.pgWALBytes, u.pgFPIs = syncs, bytes, fpis
 		}
 		if b.perf.pgStatements != "" {
 			var calls int64
@@ -367,7 +381,12 @@ func (b *bencher) addUsage(section, unit string, from, until usage, turns int64,
 		if b.perf.pgStatements != "" {
 			stmts = countPerTurn(from.pgStmts, until.pgStmts, own, turns)
 		}
-		b.rep.add(section, "  Postgres transactions / statements per "+unit+" (not the bench's own)", countPerTurn(from.pgXacts, until.pgXacts, own, turns)+" / "+stmts, "", "")
+		b.rep.add(section, "  Postgres transactions / statements / WAL flushes per "+unit+" (not the bench's own)",
+			countPerTurn(from.pgXacts, until.pgXacts, own, turns)+" / "+stmts+" / "+countPerTurn(from.pgSyncs, until.pgSyncs, 0, turns), "", "")
+		if from.pgWALBytes >= 0 && until.pgWALBytes >= 0 {
+			b.rep.add(section, "  WAL per "+unit+": KB / full page images (a checkpoint in the window raises both)",
+				strconv.FormatFloat(float64(until.pgWALBytes-from.pgWALBytes)/1024/float64(turns), 'f', 2, 64)+" / "+countPerTurn(from.pgFPIs, until.pgFPIs, 0, turns), "", "")
+		}
 	}
 }
 
