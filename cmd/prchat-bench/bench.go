@@ -112,7 +112,9 @@ type Config struct {
 	Clients int
 	// Turns is how many sequential turns the overhead phase times.
 	Turns int
-	// Concurrency is PRCHAT_CONCURRENCY of the daemons under test.
+	// Concurrency is PRCHAT_CONCURRENCY of the daemons under test: by
+	// default theirs on this host (worker.DefaultConcurrency), so that the
+	// bench measures them as they are deployed.
 	Concurrency int
 	// RunningTurns is how many slow turns the running phase runs at once
 	// on one worker, whose PRCHAT_CONCURRENCY it is.
@@ -175,7 +177,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "how long each load phase measures (floor, intake, throughput per topology)")
 	fs.IntVar(&c.Clients, "clients", 64, "concurrent HTTP clients (and floor loops)")
 	fs.IntVar(&c.Turns, "turns", 200, "sequential turns timed by the overhead phase")
-	fs.IntVar(&c.Concurrency, "concurrency", 4, "PRCHAT_CONCURRENCY of the daemons under test (turns a worker runs at once)")
+	fs.IntVar(&c.Concurrency, "concurrency", worker.DefaultConcurrency(), "PRCHAT_CONCURRENCY of the daemons under test (turns a worker runs at once); the default is theirs on this host")
 	fs.IntVar(&c.RunningTurns, "running-turns", 200, "slow turns the running phase runs at once on one worker (its PRCHAT_CONCURRENCY)")
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "Postgres URL to bench on (a schema of its own is made and dropped); empty: embedded SQLite")
 	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis URL of an empty database to bench on (flushed when done); empty: in-process Redis")
