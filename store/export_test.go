@@ -4,5 +4,5 @@ package store
 // runs on Postgres (ClaimTurnWithConversation) and its arguments, for a
 // test that explains it.
 func ClaimQuery(s *Store, id string) (string, []any) {
-	return `WITH t AS (` + s.claimReturning(` AND state = 'queued'`) + `)` + claimWithConversation, []any{"runner", now(), id}
+	return `WITH t AS (` + claimReturning(` AND state = 'queued'`, true) + `)` + claimWithConversation, []any{"runner", now(), id}
 }

@@ -47,10 +47,18 @@ const laneTimeout = 30 * time.Second
 // not match returns no rows, which is not an error: its batch commits the
 // others.
 //
-// A Store on Postgres has two lanes: claims, whose transactions commit
-// without waiting for the disk (see claimUpdateLease), and the writes that
-// must wait for it (a run's events, its finish). They never share a batch,
-// so that no commit that must wait is made not to.
+// A Store on Postgres has one lane for all its runs' statements: their
+// claims, events and finishes. A claim is a lease (see claimUpdateLease)
+// whose commit need not wait for the disk; an event or a finish must. A
+// batch of claims alone commits without waiting (each claim's lease
+// variant of its statement turns synchronous_commit off for the batch's
+// transaction); a batch with any statement that must wait sends every claim
+// in it in its plain variant, so the whole batch waits for one flush, which
+// its finishes needed anyway. So no commit that must wait is made not to,
+// and the claims and finishes of a process's runs share round trips and
+// transactions: with several worker processes on one host, each with a
+// share of the load, one lane rather than two is what keeps its batches
+// full (see the README's "One lane for a run's statements").
 type lane struct {
 	pool    *sql.DB
 	leaders sync.WaitGroup // a batch being sent, and the hand-off after it
@@ -61,12 +69,17 @@ type lane struct {
 	closed  bool
 	batches int64 // sent, for tests
 	jobs    int64 // statements sent (one sent again alone counts again)
+	leases  int64 // batches sent that committed without waiting for the disk
 }
 
 // laneJob is one statement of a lane.
 type laneJob struct {
 	ctx   context.Context
 	query string // with $n placeholders
+	// lease, if set, is the statement's variant that makes its transaction
+	// commit without waiting for the disk, sent when every statement of a
+	// batch has one.
+	lease string
 	args  []any
 	// read reads the statement's rows into the caller's variables. It may
 	// be called more than once (a batch that failed is sent again one
@@ -86,8 +99,20 @@ func newLane(pool *sql.DB) *lane { return &lane{pool: pool} }
 // up (with ctx's error) only while the statement still waits for a batch:
 // once a batch holds it, its outcome is what the caller must hear.
 func (l *lane) do(ctx context.Context, query string, args []any, read func(pgx.Rows) error) error {
-	j := &laneJob{ctx: ctx, query: numberPlaceholders(query), args: args, read: read,
-		done: make(chan struct{}), lead: make(chan []*laneJob, 1)}
+	return l.submit(&laneJob{ctx: ctx, query: numberPlaceholders(query), args: args, read: read})
+}
+
+// doLease is do for a statement whose commit need not wait for the disk:
+// lease is its variant (with the same placeholders and rows) that says so,
+// sent when no statement of its batch must wait.
+func (l *lane) doLease(ctx context.Context, query, lease string, args []any, read func(pgx.Rows) error) error {
+	return l.submit(&laneJob{ctx: ctx, query: numberPlaceholders(query), lease: numberPlaceholders(lease), args: args, read: read})
+}
+
+// submit runs j in the lane's next batch (see do).
+func (l *lane) submit(j *laneJob) error {
+	ctx := j.ctx
+	j.done, j.lead = make(chan struct{}), make(chan []*laneJob, 1)
 	l.mu.Lock()
 	switch {
 	case l.closed:
@@ -185,14 +210,22 @@ func (l *lane) run(batch []*laneJob) {
 // their own, committed at its end (Postgres' implicit transaction of a
 // pipeline).
 func (l *lane) pipeline(ctx context.Context, jobs []*laneJob) error {
+	lease := !slices.ContainsFunc(jobs, func(j *laneJob) bool { return j.lease == "" })
 	l.mu.Lock()
 	l.batches++
 	l.jobs += int64(len(jobs))
+	if lease {
+		l.leases++
+	}
 	l.mu.Unlock()
 	return withPgx(ctx, l.pool, func(c *pgx.Conn) error {
 		b := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(jobs))}
 		for _, j := range jobs {
-			b.Queue(j.query, j.args...).Query(j.read)
+			query := j.query
+			if lease {
+				query = j.lease
+			}
+			b.Queue(query, j.args...).Query(j.read)
 		}
 		return c.SendBatch(ctx, b).Close()
 	})
@@ -221,6 +254,14 @@ func (l *lane) counts() (batches, jobs int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.batches, l.jobs
+}
+
+// leaseBatches returns how many batches the lane sent that committed
+// without waiting for the disk, for tests.
+func (l *lane) leaseBatches() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.leases
 }
 
 // queued is how many statements wait for the next batch, for tests.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -281,5 +282,92 @@ func TestLaneStatementGivenUpWhileQueued(t *testing.T) {
 	}
 	if batches, jobs := l.counts(); batches != 2 || jobs != 2 {
 		t.Errorf("%d batches of %d statements; want 2 of 2 (the held one, then the one after)", batches, jobs)
+	}
+}
+
+// TestLaneLeasesWaitForTheDiskOnlyWithOthers: a batch of leases alone
+// sends each one's lease variant (its transaction commits without waiting
+// for the disk); a batch that also holds a statement that must wait sends
+// every lease in its plain variant, so that statement's commit still waits.
+func TestLaneLeasesWaitForTheDiskOnlyWithOthers(t *testing.T) {
+	t.Parallel()
+	db := laneDB(t)
+	var session string
+	if err := db.QueryRowContext(t.Context(), `SELECT current_setting('synchronous_commit')`).Scan(&session); err != nil {
+		t.Fatal(err)
+	}
+	if session == "off" {
+		t.Skipf("this server commits without waiting for the disk anyway (synchronous_commit %s)", session)
+	}
+	ctx := t.Context()
+	// read reads the one text a statement returns.
+	read := func(v *string) func(pgx.Rows) error {
+		return func(r pgx.Rows) error {
+			*v = ""
+			for r.Next() {
+				if err := r.Scan(v); err != nil {
+					return err
+				}
+			}
+			return r.Err()
+		}
+	}
+	const (
+		plain = `SELECT 'plain:' || ? || ':' || current_setting('synchronous_commit')`
+		lease = `SELECT 'lease:' || ? || ':' || set_config('synchronous_commit', 'off', true)`
+		must  = `SELECT 'must:' || ? || ':' || current_setting('synchronous_commit')`
+	)
+
+	for _, tc := range []struct {
+		name   string
+		leases int  // leases submitted while the lane is held
+		must   bool // and a statement that must wait
+		want   []string
+	}{
+		{name: "leases alone", leases: 3, want: []string{"lease:0:off", "lease:1:off", "lease:2:off"}},
+		{name: "leases with a write", leases: 2, must: true, want: []string{"plain:0:" + session, "plain:1:" + session, "must:2:" + session}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLane(db)
+			defer l.close()
+			release, held := holdLane(t, db, l)
+			n := tc.leases
+			if tc.must {
+				n++
+			}
+			got := make([]string, n)
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			for i := range tc.leases {
+				wg.Go(func() { errs[i] = l.doLease(ctx, plain, lease, []any{fmt.Sprint(i)}, read(&got[i])) })
+			}
+			if tc.must {
+				// After the leases, so that none of them leads a batch of
+				// its own.
+				chattest.Eventually(t, "the leases queue", func() bool { return l.queued() == tc.leases })
+				wg.Go(func() { errs[n-1] = l.do(ctx, must, []any{fmt.Sprint(n - 1)}, read(&got[n-1])) })
+			}
+			chattest.Eventually(t, "the statements queue behind the held batch", func() bool { return l.queued() == n })
+			release()
+			wg.Wait()
+			if err := held(); err != nil {
+				t.Fatalf("holding statement: %v", err)
+			}
+			for i, err := range errs {
+				if err != nil {
+					t.Fatalf("statement %d: %v", i, err)
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("what each statement read (-want +got):\n%s", diff)
+			}
+			wantLeases := int64(0)
+			if !tc.must {
+				wantLeases = 1
+			}
+			if batches, _ := l.counts(); batches != 2 || l.leaseBatches() != wantLeases {
+				t.Errorf("%d batches, %d of them without waiting for the disk; want 2 (the held one, then the others), %d", batches, l.leaseBatches(), wantLeases)
+			}
+		})
 	}
 }

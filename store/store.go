@@ -98,9 +98,9 @@ type Store struct {
 	pools       []*sql.DB
 	log         *slog.Logger
 	asks        *askBatcher // nil with Config.CommitEachAsk
-	// claims and writes are the lanes of the runs' statements on Postgres
-	// (see lane); nil on SQLite.
-	claims, writes *lane
+	// runs is the lane of the runs' statements on Postgres (see lane): their
+	// claims, events and finishes; nil on SQLite.
+	runs *lane
 }
 
 // Open connects to the database that cfg names. It does not apply
@@ -135,7 +135,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		s.asks = startAskBatcher(s, writers)
 	}
 	if s.dialect == dialectPostgres {
-		s.claims, s.writes = newLane(s.pools[0]), newLane(s.pools[0])
+		s.runs = newLane(s.pools[0])
 	}
 	return s, nil
 }
@@ -240,10 +240,8 @@ func (s *Store) Close() error {
 	if s.asks != nil {
 		s.asks.close()
 	}
-	for _, l := range []*lane{s.claims, s.writes} {
-		if l != nil {
-			l.close()
-		}
+	if s.runs != nil {
+		s.runs.close()
 	}
 	var errs []error
 	for _, p := range s.pools {

@@ -215,16 +215,16 @@ FROM (SELECT set_config('synchronous_commit', 'off', true)) AS lease
 WHERE id = ? AND ` + pendingByID
 
 // claimReturning is the claim's update with the caller's condition cond,
-// returning the claimed turn: claimUpdateLease on Postgres (which names
-// the turns' columns, as its FROM list adds one), claimUpdate on SQLite.
-func (s *Store) claimReturning(cond string) string {
-	if s.dialect == dialectPostgres {
+// returning the claimed turn: claimUpdate, or with lease claimUpdateLease
+// (Postgres only).
+func claimReturning(cond string, lease bool) string {
+	if lease {
 		return claimUpdateLease + cond + ` RETURNING turns.*`
 	}
 	return claimUpdate + cond + ` RETURNING *`
 }
 
-// claimWithConversation returns the turn claimed by claimUpdateLease (in
+// claimWithConversation returns the turn claimed by claimUpdate (in
 // the CTE t) with the head of its conversation, the columns of
 // selectConversations prefixed conv_. The joins are outer so that the
 // claim's row is returned whatever: a conversation is never missing while
@@ -251,7 +251,7 @@ type claimedTurn struct {
 // head of its conversation too. ok reports whether it took the fence.
 func (s *Store) claim(ctx context.Context, id, runner string, withConv bool, cond string, args ...any) (t chat.Turn, c chat.Conversation, ok bool, err error) {
 	args = append([]any{runner, now(), id}, args...)
-	if s.claims != nil {
+	if s.runs != nil {
 		return s.claimInLane(ctx, id, withConv, cond, args)
 	}
 	// SQLite. Raw(...).Find rather than .Scan on the paths every turn
@@ -259,7 +259,7 @@ func (s *Store) claim(ctx context.Context, id, runner string, withConv bool, con
 	// logger on every call, even one that discards it.
 	db := s.write.WithContext(ctx)
 	var rows []turnRow
-	if err := db.Raw(s.claimReturning(cond), args...).Find(&rows).Error; err != nil {
+	if err := db.Raw(claimReturning(cond, false), args...).Find(&rows).Error; err != nil {
 		return chat.Turn{}, chat.Conversation{}, false, fmt.Errorf("claim turn %s: %w", id, err)
 	}
 	if len(rows) == 0 {
@@ -276,11 +276,14 @@ func (s *Store) claim(ctx context.Context, id, runner string, withConv bool, con
 	return t, c, true, nil
 }
 
-// claimInLane is claim on Postgres, its statement sent in the claims lane.
+// claimInLane is claim on Postgres, its statement sent in the runs' lane
+// as a lease: committed without waiting for the disk unless its batch
+// holds a statement that must.
 func (s *Store) claimInLane(ctx context.Context, id string, withConv bool, cond string, args []any) (t chat.Turn, c chat.Conversation, ok bool, err error) {
-	query := s.claimReturning(cond)
+	query, lease := claimReturning(cond, false), claimReturning(cond, true)
 	if withConv {
 		query = `WITH t AS (` + query + `)` + claimWithConversation
+		lease = `WITH t AS (` + lease + `)` + claimWithConversation
 	}
 	var rows []claimedTurn
 	read := func(r pgx.Rows) error {
@@ -294,7 +297,7 @@ func (s *Store) claimInLane(ctx context.Context, id string, withConv bool, cond 
 		}
 		return r.Err()
 	}
-	if err := s.claims.do(ctx, query, args, read); err != nil {
+	if err := s.runs.doLease(ctx, query, lease, args, read); err != nil {
 		return chat.Turn{}, chat.Conversation{}, false, fmt.Errorf("claim turn %s: %w", id, err)
 	}
 	if len(rows) == 0 {
@@ -375,7 +378,7 @@ SELECT count(*) FROM t`)
 		}
 		return r.Err()
 	}
-	if err := s.writes.do(ctx, q.String(), args, read); err != nil {
+	if err := s.runs.do(ctx, q.String(), args, read); err != nil {
 		return err
 	}
 	if n == 0 {
@@ -545,7 +548,7 @@ SELECT conversation_id FROM t`)
 		}
 		return r.Err()
 	}
-	if err := s.writes.do(ctx, q.String(), args, read); err != nil {
+	if err := s.runs.do(ctx, q.String(), args, read); err != nil {
 		return err
 	}
 	if len(conv) == 0 {
