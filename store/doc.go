@@ -30,20 +30,20 @@
 // what an ask costs the database.
 //
 // On Postgres the statements of the runs of turns (claims, appends of
-// events, finishes) go through two lanes, one for the claims and one for
-// the rest: what the runs of a process submit while the lane's last batch
-// is at the database goes together in the next batch, pipelined in one
-// round trip and committed in one transaction (see lane). A lone statement
-// goes at once; under load the runs share a round trip and a flush of the
-// write-ahead log, and each process keeps one connection busy a lane
-// instead of one a run. Each statement changes only its own turn and what
+// events, finishes) go through one lane: what the runs of a process submit
+// while the lane's last batch is at the database goes together in the next
+// batch, pipelined in one round trip and committed in one transaction (see
+// lane). A lone statement goes at once; under load the runs share a round
+// trip and a flush of the write-ahead log, and each process keeps one
+// connection busy instead of one a run. Each statement changes only its own turn and what
 // belongs to it, so a batch whose transaction a statement's error aborted
 // is sent again statement by statement, and each caller hears its own
 // outcome.
 //
 // On Postgres a claim commits without waiting for its write-ahead log to
 // reach the disk (synchronous_commit off for the claim's own transaction,
-// set by its statement); every other write waits as usual. A claim is a
+// set by its statement) when its batch holds only claims; every other
+// write waits as usual, and so does a claim that shares a batch with one. A claim is a
 // lease, not a result: a crash of Postgres can lose only a claim after
 // which nobody committed anything (any later commit's flush carries it,
 // the run's own events included), which puts that turn back to queued at

@@ -359,7 +359,7 @@ func (s *Store) AppendEvents(ctx context.Context, turnID string, fence int64, ev
 // appendInOneStatement is AppendEvents' transaction as one Postgres
 // statement: the turn's fenced update, then, through its result, the
 // events' insert (none if the fence did not match). One round trip instead
-// of four (BEGIN, two statements, COMMIT), sent in the writes lane: a
+// of four (BEGIN, two statements, COMMIT), sent in the runs' lane: a
 // running turn stores each batch of its agent's events this way.
 func (s *Store) appendInOneStatement(ctx context.Context, turnUpdate string, turnArgs []any, events []turnEventRow) error {
 	var q strings.Builder
@@ -522,7 +522,7 @@ const eventsInline = 100
 // statement: the turn's fenced update, then, through its result, the
 // conversation's update and the events' insert (none if the fence did not
 // match). One round trip instead of five (BEGIN, three statements, COMMIT),
-// sent in the writes lane; the rows are locked in the transaction's order,
+// sent in the runs' lane; the rows are locked in the transaction's order,
 // the turn first.
 func (s *Store) finishInOneStatement(ctx context.Context, turnUpdate string, turnArgs []any, convSet string, convArgs []any, events []turnEventRow) error {
 	var q strings.Builder
