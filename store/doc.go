@@ -35,21 +35,21 @@
 // batch, pipelined in one round trip and committed in one transaction (see
 // lane). A lone statement goes at once; under load the runs share a round
 // trip and a flush of the write-ahead log, and each process keeps one
-// connection busy instead of one a run. Each statement changes only its own turn and what
-// belongs to it, so a batch whose transaction a statement's error aborted
-// is sent again statement by statement, and each caller hears its own
-// outcome.
+// connection busy instead of one a run. Each statement changes only its own
+// turn and what belongs to it, so a batch whose transaction a statement's
+// error aborted is sent again statement by statement, and each caller hears
+// its own outcome.
 //
 // On Postgres a claim commits without waiting for its write-ahead log to
 // reach the disk (synchronous_commit off for the claim's own transaction,
-// set by its statement) when its batch holds only claims; every other
-// write waits as usual, and so does a claim that shares a batch with one. A claim is a
-// lease, not a result: a crash of Postgres can lose only a claim after
-// which nobody committed anything (any later commit's flush carries it,
-// the run's own events included), which puts that turn back to queued at
-// its old fence; the run that made it is fenced off at its next write and
-// the turn is enqueued again. On this VM each flush costs a backend ~0.3
-// ms of CPU, and a run made two.
+// set by its statement) when its batch holds only claims; every other write
+// waits as usual, and so does a claim that shares a batch with one. A claim
+// is a lease, not a result: a crash of Postgres can lose only a claim after
+// which nobody committed anything (any later commit's flush carries it, the
+// run's own events included), which puts that turn back to queued at its
+// old fence; the run that made it is fenced off at its next write and the
+// turn is enqueued again. On this VM each flush costs a backend ~0.3 ms of
+// CPU, and a run made two.
 //
 // Choices where the contract of chat's store interfaces is silent: listing the reviews or
 // conversations of a PR that has none returns an empty list, of an unknown
