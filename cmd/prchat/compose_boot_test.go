@@ -66,6 +66,7 @@ type topology struct {
 	dbURL   string
 	redis   string
 	extra   map[string]string
+	ports   map[string]bool // handed out to containers
 }
 
 // container makes the settings of a container of service; run and start
@@ -96,7 +97,7 @@ func (tp *topology) container(service, name string) *container {
 			if err != nil {
 				t.Fatalf("%s: PRCHAT_LISTEN %q: %v", name, v, err)
 			}
-			c.port = freePort(t)
+			c.port = tp.freePort()
 			c.env[k] = net.JoinHostPort(host, c.port)
 		case strings.HasPrefix(v, "/"):
 			c.env[k] = tp.hostPath(c, v)
@@ -126,6 +127,21 @@ func (tp *topology) hostPath(c *container, p string) string {
 		}
 	}
 	return filepath.Join(c.root, p)
+}
+
+// freePort returns a port free on this machine that no container of tp
+// has: a port freed is often the next one handed out, and two containers
+// given the same would fight over it.
+func (tp *topology) freePort() string {
+	if tp.ports == nil {
+		tp.ports = map[string]bool{}
+	}
+	for {
+		if p := freePort(tp.t); !tp.ports[p] {
+			tp.ports[p] = true
+			return p
+		}
+	}
 }
 
 func freePort(t *testing.T) string {
