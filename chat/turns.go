@@ -33,7 +33,11 @@ type TurnStore interface {
 	Turn(ctx context.Context, conversationID string, number int) (Turn, error)
 	// TurnByID returns a turn by its id, without its events.
 	TurnByID(ctx context.Context, id string) (Turn, error)
-	// PendingTurns lists turns in state queued or running, oldest first.
+	// PendingTurns lists turns in state queued or running, oldest first:
+	// each with its ids (ID, ConversationID, Number), State, Provider,
+	// Queue, Runner, Fence, LastSeq, Backend, CreatedAt and StartedAt, what
+	// a reconciler pass needs, and not its question, focus, answer, note or
+	// usage (a pass reads every pending turn).
 	PendingTurns(ctx context.Context) ([]Turn, error)
 	// SetTurnQueue records the host queue a turn's job went to ("" = shared).
 	SetTurnQueue(ctx context.Context, id, queue string) error
@@ -314,7 +318,8 @@ func (s *Turns) Enqueue(ctx context.Context, t Turn) (bool, error) {
 	return true, nil
 }
 
-// PendingTurns lists the turns that are queued or running.
+// PendingTurns lists the turns that are queued or running, with the
+// fields TurnStore.PendingTurns names.
 func (s *Turns) PendingTurns(ctx context.Context) ([]Turn, error) {
 	return s.store.PendingTurns(ctx)
 }

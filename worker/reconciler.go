@@ -19,7 +19,9 @@ import (
 // Turns is what the reconciler needs from the domain; implemented by
 // *chat.Turns.
 type Turns interface {
-	// PendingTurns lists the turns in state queued or running.
+	// PendingTurns lists the turns in state queued or running, each with
+	// its ids, state, queue, runner, fence, backend and times (not its
+	// question or answer).
 	PendingTurns(ctx context.Context) ([]chat.Turn, error)
 	// Enqueue routes the turn (its session host's queue if that host is
 	// alive, else the shared queue), enqueues its job and records the queue.
