@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -99,14 +100,14 @@ func newLane(pool *sql.DB) *lane { return &lane{pool: pool} }
 // up (with ctx's error) only while the statement still waits for a batch:
 // once a batch holds it, its outcome is what the caller must hear.
 func (l *lane) do(ctx context.Context, query string, args []any, read func(pgx.Rows) error) error {
-	return l.submit(&laneJob{ctx: ctx, query: numberPlaceholders(query), args: args, read: read})
+	return l.submit(&laneJob{ctx: ctx, query: numberedQuery(query), args: args, read: read})
 }
 
 // doLease is do for a statement whose commit need not wait for the disk:
 // lease is its variant (with the same placeholders and rows) that says so,
 // sent when no statement of its batch must wait.
 func (l *lane) doLease(ctx context.Context, query, lease string, args []any, read func(pgx.Rows) error) error {
-	return l.submit(&laneJob{ctx: ctx, query: numberPlaceholders(query), lease: numberPlaceholders(lease), args: args, read: read})
+	return l.submit(&laneJob{ctx: ctx, query: numberedQuery(query), lease: numberedQuery(lease), args: args, read: read})
 }
 
 // submit runs j in the lane's next batch (see do).
@@ -284,6 +285,38 @@ func (l *lane) close() {
 		close(j.done)
 	}
 	l.leaders.Wait()
+}
+
+// numberedQueries caches numberPlaceholders for the lanes. Their
+// statements are a few hundred texts at most (a finish's varies with the
+// number of its events and whether it updates the conversation's session),
+// each sent thousands of times a second: numbering one anew scans and
+// copies it, where a look-up only hashes it.
+var numberedQueries = &numberedCache{max: 1024}
+
+// numberedCache keeps numbered texts by their query text, at most max of
+// them, should a caller ever build texts without end.
+type numberedCache struct {
+	max  int64
+	m    sync.Map // query text -> numbered text
+	kept atomic.Int64
+}
+
+// numberedQuery is numberPlaceholders(query), from numberedQueries.
+func numberedQuery(query string) string { return numberedQueries.get(query) }
+
+// get returns numberPlaceholders(query), from the cache when it is there.
+func (c *numberedCache) get(query string) string {
+	if n, ok := c.m.Load(query); ok {
+		return n.(string)
+	}
+	n := numberPlaceholders(query)
+	if c.kept.Load() < c.max {
+		if _, loaded := c.m.LoadOrStore(query, n); !loaded {
+			c.kept.Add(1)
+		}
+	}
+	return n
 }
 
 // numberPlaceholders turns the ? placeholders of query, as gorm writes

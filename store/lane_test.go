@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -244,6 +245,57 @@ func TestNumberPlaceholders(t *testing.T) {
 			t.Errorf("numberPlaceholders(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// TestNumberedQueryKeepsABoundedCache: a numberedCache numbers as
+// numberPlaceholders does, from its cache the second time, and keeps no
+// more than its bound however many texts it is given.
+func TestNumberedQueryKeepsABoundedCache(t *testing.T) {
+	c := &numberedCache{max: 8}
+	q := `UPDATE t SET a = ?, b = '?' WHERE id = ?`
+	if got, want := c.get(q), numberPlaceholders(q); got != want {
+		t.Fatalf("get(%q) = %q, want %q", q, got, want)
+	}
+	if _, ok := c.m.Load(q); !ok {
+		t.Fatal("a numbered text was not kept")
+	}
+	for i := range 20 {
+		c.get(fmt.Sprintf("SELECT ? -- text %d", i))
+	}
+	kept := 0
+	c.m.Range(func(any, any) bool { kept++; return true })
+	if kept != 8 {
+		t.Errorf("kept %d numbered texts, want the bound, 8", kept)
+	}
+	if got, want := c.get("SELECT ?, ? -- beyond the bound"), "SELECT $1, $2 -- beyond the bound"; got != want {
+		t.Errorf("beyond the bound: %q, want %q", got, want)
+	}
+}
+
+// BenchmarkNumberedQuery measures what a finish's statement text costs the
+// lane before it is sent: numbered anew, or looked up.
+func BenchmarkNumberedQuery(b *testing.B) {
+	var q strings.Builder
+	q.WriteString(`WITH t AS (UPDATE turns SET state = ?, reason = ?, answer = ?, note = ?, backend = ?, model = ?, session = ?,
+    input_tokens = ?, output_tokens = ?, calls = ?, repairs = ?, cost_usd = ?, cost_reason = ?, finished_at = ?, `)
+	q.WriteString(lastSeqAtLeast + ` WHERE id = ? AND fence = ? AND state = 'running' RETURNING conversation_id),
+c AS (UPDATE conversations SET updated_at = ? FROM t WHERE conversations.id = t.conversation_id RETURNING 1),
+`)
+	insertEventsCTE(&q, make([]turnEventRow, 3))
+	q.WriteString(`
+SELECT conversation_id FROM t`)
+	text := q.String()
+	b.Run("numbered", func(b *testing.B) {
+		for b.Loop() {
+			numberPlaceholders(text)
+		}
+	})
+	b.Run("cached", func(b *testing.B) {
+		c := &numberedCache{max: 1}
+		for b.Loop() {
+			c.get(text)
+		}
+	})
 }
 
 // TestLaneStatementGivenUpWhileQueued: a statement whose caller's context

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"gorm.io/gorm"
@@ -232,6 +233,34 @@ func claimReturning(cond string, lease bool) string {
 	return claimUpdate + cond + ` RETURNING *`
 }
 
+// claimTextKey is a claim's texts' key in claimTextCache.
+type claimTextKey struct {
+	cond     string
+	withConv bool
+}
+
+// claimTextCache holds claimTexts by their arguments: the callers' conditions
+// are constants, so it holds a handful.
+var claimTextCache sync.Map // claimTextKey -> [2]string
+
+// claimTexts returns the plain and lease texts of a claim in the runs' lane
+// with the caller's condition cond, reading the head of the turn's
+// conversation too with withConv, built once.
+func claimTexts(cond string, withConv bool) (query, lease string) {
+	key := claimTextKey{cond, withConv}
+	if v, ok := claimTextCache.Load(key); ok {
+		texts := v.([2]string)
+		return texts[0], texts[1]
+	}
+	query, lease = claimReturning(cond, false), claimReturning(cond, true)
+	if withConv {
+		query = `WITH t AS (` + query + `)` + claimWithConversation
+		lease = `WITH t AS (` + lease + `)` + claimWithConversation
+	}
+	claimTextCache.Store(key, [2]string{query, lease})
+	return query, lease
+}
+
 // claimWithConversation returns the turn claimed by claimUpdate (in
 // the CTE t) with the head of its conversation, the columns of
 // selectConversations prefixed conv_. The joins are outer so that the
@@ -288,11 +317,7 @@ func (s *Store) claim(ctx context.Context, id, runner string, withConv bool, con
 // as a lease: committed without waiting for the disk unless its batch
 // holds a statement that must.
 func (s *Store) claimInLane(ctx context.Context, id string, withConv bool, cond string, args []any) (t chat.Turn, c chat.Conversation, ok bool, err error) {
-	query, lease := claimReturning(cond, false), claimReturning(cond, true)
-	if withConv {
-		query = `WITH t AS (` + query + `)` + claimWithConversation
-		lease = `WITH t AS (` + lease + `)` + claimWithConversation
-	}
+	query, lease := claimTexts(cond, withConv)
 	var rows []claimedTurn
 	read := func(r pgx.Rows) error {
 		rows = rows[:0]
