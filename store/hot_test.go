@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prchat/prchat/chat"
 	"github.com/prchat/prchat/store"
@@ -54,6 +55,91 @@ WHERE i.indrelid = 'turns'::regclass`).Scan(&indexes).Error; err != nil {
 	}
 	if !slices.ContainsFunc(options, func(o string) bool { return strings.HasPrefix(o, "fillfactor=") && o != "fillfactor=100" }) {
 		t.Errorf("turns' options %v leave no room on a page for a turn's next version", options)
+	}
+}
+
+// TestFinishChangesNoIndexedColumnOfItsConversation checks, on Postgres,
+// that a finish's update of the turn's conversation can be a HOT update:
+// no index of conversations covers a column FinishTurn sets there, and the
+// table leaves room on its pages for the new versions (migration 00010).
+func TestFinishChangesNoIndexedColumnOfItsConversation(t *testing.T) {
+	u := os.Getenv(storetest.EnvDatabaseURL)
+	if u == "" {
+		t.Skip("HOT updates are Postgres'; set " + storetest.EnvDatabaseURL)
+	}
+	t.Parallel()
+	s := storetest.NewPostgres(t, u)
+	db := s.DB().WithContext(t.Context())
+	var indexes []struct {
+		Name    string
+		Columns string
+		Pred    string
+	}
+	if err := db.Raw(`SELECT c.relname AS name,
+    (SELECT string_agg(a.attname, ',') FROM pg_attribute a WHERE a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)) AS columns,
+    coalesce(pg_get_expr(i.indpred, i.indrelid), '') || ' ' || coalesce(pg_get_expr(i.indexprs, i.indrelid), '') AS pred
+FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+WHERE i.indrelid = 'conversations'::regclass`).Scan(&indexes).Error; err != nil {
+		t.Fatal(err)
+	}
+	if len(indexes) < 2 {
+		t.Fatalf("conversations has %d indexes, want its 2 at least: %+v", len(indexes), indexes)
+	}
+	// FinishTurn sets these on the turn's conversation.
+	finishSets := []string{"session_id", "session_host", "run_dir", "backend", "model", "session", "seeded_reason", "updated_at"}
+	for _, ix := range indexes {
+		for _, col := range finishSets {
+			if slices.Contains(strings.Split(ix.Columns, ","), col) || regexp.MustCompile(`\b`+col+`\b`).MatchString(ix.Pred) {
+				t.Errorf("index %s (columns %s, %s) covers %s, which a finish sets: its conversation's update is not HOT", ix.Name, ix.Columns, ix.Pred, col)
+			}
+		}
+	}
+	var options []string
+	if err := db.Raw(`SELECT unnest(reloptions) FROM pg_class WHERE oid = 'conversations'::regclass`).Scan(&options).Error; err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(options, func(o string) bool { return strings.HasPrefix(o, "fillfactor=") && o != "fillfactor=100" }) {
+		t.Errorf("conversations' options %v leave no room on a page for a conversation's next version", options)
+	}
+
+	// The first conversation's page fills with those asked after it; its
+	// turn's finish then keeps the conversation's new version on that page.
+	ctx := t.Context()
+	f := setup(t, s)
+	var first chat.Conversation
+	var turn chat.Turn
+	for i := range 120 {
+		c := chat.Conversation{ReviewID: f.review.ID, Title: strings.Repeat("t", 40)}
+		tn := chat.Turn{Question: "Why does this lock?"}
+		if err := s.CreateConversation(ctx, &c, &tn); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first, turn = c, tn
+		}
+	}
+	page := func() (block int) {
+		t.Helper()
+		if err := db.Raw(`SELECT (ctid::text::point)[0]::int FROM conversations WHERE id = ?`, first.ID).Scan(&block).Error; err != nil {
+			t.Fatal(err)
+		}
+		return block
+	}
+	before := page()
+	var last int
+	if err := db.Raw(`SELECT max((ctid::text::point)[0]::int) FROM conversations`).Scan(&last).Error; err != nil {
+		t.Fatal(err)
+	}
+	if last == before {
+		t.Fatalf("all conversations fit on page %d: nothing filled the first one's page", before)
+	}
+	run := f.claim(t, turn.ID, "w1/1")
+	if err := s.FinishTurn(ctx, turn.ID, run.Fence, chat.Outcome{State: chat.StateSucceeded,
+		Conversation: &chat.SessionInfo{SessionID: "conv-session", SessionHost: "w1", RunDir: "/runs/c1", Backend: chat.BackendClaudeCode, Model: "opus", Session: chat.SessionForked}}); err != nil {
+		t.Fatal(err)
+	}
+	if after := page(); after != before {
+		t.Errorf("the finish moved the conversation from page %d to page %d: no room was left on its page", before, after)
 	}
 }
 
@@ -146,5 +232,79 @@ func TestClaimFindsItsTurnByTheKey(t *testing.T) {
 	}
 	if text := strings.Join(plan, "\n"); !strings.Contains(text, "Index Scan using turns_pkey on turns") {
 		t.Errorf("the claim does not find its turn by the primary key:\n%s", text)
+	}
+}
+
+// BenchmarkTurnWrites measures what a turn writes to Postgres as the
+// bench's turns do: asked in groups of 200 (so that later asks fill the
+// pages of earlier ones before they run), then each claimed with its
+// conversation and finished with its conversation's session and three
+// events. It reports the write-ahead log per turn (server-wide: run it
+// alone) and the share of the conversations' updates that were HOT.
+func BenchmarkTurnWrites(b *testing.B) {
+	u := os.Getenv(storetest.EnvDatabaseURL)
+	if u == "" {
+		b.Skip("measures Postgres' write-ahead log; set " + storetest.EnvDatabaseURL)
+	}
+	s := storetest.NewPostgres(b, u)
+	ctx := b.Context()
+	db := s.DB().WithContext(ctx)
+	f := setup(b, s)
+	const group = 200
+	var asked []chat.Turn
+	lsn := func() (at int64) {
+		b.Helper()
+		if err := db.Raw(`SELECT pg_current_wal_insert_lsn() - '0/0'`).Scan(&at).Error; err != nil {
+			b.Fatal(err)
+		}
+		return at
+	}
+	start := lsn()
+	turns := 0
+	for b.Loop() {
+		if len(asked) == 0 {
+			for range group {
+				c := chat.Conversation{ReviewID: f.review.ID, Title: "Why is this racy", Backend: chat.BackendClaudeCode, Model: "opus"}
+				turn := chat.Turn{Question: "Why is this racy?", Focus: &chat.Focus{Kind: chat.FocusSection, ID: "s1"}}
+				if err := s.CreateConversation(ctx, &c, &turn); err != nil {
+					b.Fatal(err)
+				}
+				asked = append(asked, turn)
+			}
+		}
+		turn := asked[0]
+		asked = asked[1:]
+		run, _, err := s.ClaimTurnWithConversation(ctx, turn.ID, "w1/1", nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		at := time.Now()
+		o := chat.Outcome{State: chat.StateSucceeded,
+			Conversation: &chat.SessionInfo{SessionID: "conv-session", SessionHost: "w1", RunDir: "/runs/c1", Backend: chat.BackendClaudeCode, Model: "opus", Session: chat.SessionForked},
+			Events: []chat.Event{
+				{Seq: 1, Type: chat.EventState, State: chat.StateRunning, At: at},
+				{Seq: 2, Type: chat.EventTextDelta, Text: "It is racy because the lock is taken late.", At: at},
+				{Seq: 3, Type: chat.EventDone, State: chat.StateSucceeded, At: at},
+			}}
+		if err := s.FinishTurn(ctx, turn.ID, run.Fence, o); err != nil {
+			b.Fatal(err)
+		}
+		turns++
+	}
+	b.ReportMetric(float64(lsn()-start)/float64(turns), "WAL-B/turn")
+	// The statistics reach the server's view within moments.
+	var hot, all int64
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if err := db.Raw(`SELECT n_tup_hot_upd, n_tup_upd FROM pg_stat_user_tables WHERE relid = 'conversations'::regclass`).Row().Scan(&hot, &all); err != nil {
+			b.Fatal(err)
+		}
+		if all >= int64(turns) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if all > 0 {
+		b.ReportMetric(100*float64(hot)/float64(all), "%HOT-conv")
 	}
 }
