@@ -48,8 +48,9 @@
 // which nobody committed anything (any later commit's flush carries it, the
 // run's own events included), which puts that turn back to queued at its
 // old fence; the run that made it is fenced off at its next write and the
-// turn is enqueued again. On this VM each flush costs a backend ~0.3 ms of
-// CPU, and a run made two.
+// turn is enqueued again. On the VM the bench ran on each flush cost a
+// backend ~0.3 ms of CPU, and a run's claim and finish each waited for one
+// before the claim became a lease.
 //
 // Choices where the contract of chat's store interfaces is silent: listing the reviews or
 // conversations of a PR that has none returns an empty list, of an unknown
