@@ -24,6 +24,16 @@ func TestClaimChangesNoIndexedColumn(t *testing.T) {
 	}
 	t.Parallel()
 	s := storetest.NewPostgres(t, u)
+	// ClaimTurn sets these, ReleaseTurn state and runner.
+	wantHOTUpdates(t, s, "turns", 4, "a claim", []string{"state", "fence", "runner", "started_at"})
+}
+
+// wantHOTUpdates checks that an update of table (which has minIndexes
+// indexes at least) setting the columns sets, as what does, can be a HOT
+// update: no index covers or filters on one of them, and the table's
+// fillfactor leaves room on its pages for the new versions.
+func wantHOTUpdates(t *testing.T, s *store.Store, table string, minIndexes int, what string, sets []string) {
+	t.Helper()
 	db := s.DB().WithContext(t.Context())
 	var indexes []struct {
 		Name    string
@@ -34,27 +44,25 @@ func TestClaimChangesNoIndexedColumn(t *testing.T) {
     (SELECT string_agg(a.attname, ',') FROM pg_attribute a WHERE a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)) AS columns,
     coalesce(pg_get_expr(i.indpred, i.indrelid), '') || ' ' || coalesce(pg_get_expr(i.indexprs, i.indrelid), '') AS pred
 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-WHERE i.indrelid = 'turns'::regclass`).Scan(&indexes).Error; err != nil {
+WHERE i.indrelid = ?::regclass`, table).Scan(&indexes).Error; err != nil {
 		t.Fatal(err)
 	}
-	if len(indexes) < 4 {
-		t.Fatalf("turns has %d indexes, want its 4 at least: %+v", len(indexes), indexes)
+	if len(indexes) < minIndexes {
+		t.Fatalf("%s has %d indexes, want its %d at least: %+v", table, len(indexes), minIndexes, indexes)
 	}
-	// ClaimTurn sets these, ReleaseTurn state and runner.
-	claimSets := []string{"state", "fence", "runner", "started_at"}
 	for _, ix := range indexes {
-		for _, col := range claimSets {
+		for _, col := range sets {
 			if slices.Contains(strings.Split(ix.Columns, ","), col) || regexp.MustCompile(`\b`+col+`\b`).MatchString(ix.Pred) {
-				t.Errorf("index %s (columns %s, %s) covers %s, which a claim sets: claims are not HOT updates", ix.Name, ix.Columns, ix.Pred, col)
+				t.Errorf("index %s (columns %s, %s) covers %s, which %s sets: its updates are not HOT", ix.Name, ix.Columns, ix.Pred, col, what)
 			}
 		}
 	}
 	var options []string
-	if err := db.Raw(`SELECT unnest(reloptions) FROM pg_class WHERE oid = 'turns'::regclass`).Scan(&options).Error; err != nil {
+	if err := db.Raw(`SELECT unnest(reloptions) FROM pg_class WHERE oid = ?::regclass`, table).Scan(&options).Error; err != nil {
 		t.Fatal(err)
 	}
 	if !slices.ContainsFunc(options, func(o string) bool { return strings.HasPrefix(o, "fillfactor=") && o != "fillfactor=100" }) {
-		t.Errorf("turns' options %v leave no room on a page for a turn's next version", options)
+		t.Errorf("%s' options %v leave no room on a page for a row's next version", table, options)
 	}
 }
 
@@ -69,42 +77,14 @@ func TestFinishChangesNoIndexedColumnOfItsConversation(t *testing.T) {
 	}
 	t.Parallel()
 	s := storetest.NewPostgres(t, u)
-	db := s.DB().WithContext(t.Context())
-	var indexes []struct {
-		Name    string
-		Columns string
-		Pred    string
-	}
-	if err := db.Raw(`SELECT c.relname AS name,
-    (SELECT string_agg(a.attname, ',') FROM pg_attribute a WHERE a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)) AS columns,
-    coalesce(pg_get_expr(i.indpred, i.indrelid), '') || ' ' || coalesce(pg_get_expr(i.indexprs, i.indrelid), '') AS pred
-FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-WHERE i.indrelid = 'conversations'::regclass`).Scan(&indexes).Error; err != nil {
-		t.Fatal(err)
-	}
-	if len(indexes) < 2 {
-		t.Fatalf("conversations has %d indexes, want its 2 at least: %+v", len(indexes), indexes)
-	}
 	// FinishTurn sets these on the turn's conversation.
-	finishSets := []string{"session_id", "session_host", "run_dir", "backend", "model", "session", "seeded_reason", "updated_at"}
-	for _, ix := range indexes {
-		for _, col := range finishSets {
-			if slices.Contains(strings.Split(ix.Columns, ","), col) || regexp.MustCompile(`\b`+col+`\b`).MatchString(ix.Pred) {
-				t.Errorf("index %s (columns %s, %s) covers %s, which a finish sets: its conversation's update is not HOT", ix.Name, ix.Columns, ix.Pred, col)
-			}
-		}
-	}
-	var options []string
-	if err := db.Raw(`SELECT unnest(reloptions) FROM pg_class WHERE oid = 'conversations'::regclass`).Scan(&options).Error; err != nil {
-		t.Fatal(err)
-	}
-	if !slices.ContainsFunc(options, func(o string) bool { return strings.HasPrefix(o, "fillfactor=") && o != "fillfactor=100" }) {
-		t.Errorf("conversations' options %v leave no room on a page for a conversation's next version", options)
-	}
+	wantHOTUpdates(t, s, "conversations", 2, "a finish",
+		[]string{"session_id", "session_host", "run_dir", "backend", "model", "session", "seeded_reason", "updated_at"})
 
 	// The first conversation's page fills with those asked after it; its
 	// turn's finish then keeps the conversation's new version on that page.
 	ctx := t.Context()
+	db := s.DB().WithContext(ctx)
 	f := setup(t, s)
 	var first chat.Conversation
 	var turn chat.Turn
