@@ -31,12 +31,17 @@ type drainOps struct {
 	xacts  float64 // Postgres transactions, not the bench's own; -1 unknown
 	writes float64 // Postgres transactions that wrote (ids assigned, exact); -1 unknown
 	stmts  float64 // Postgres statements (pg_stat_statements), the same; -1 unknown
+	blocks float64 // Postgres buffer accesses of the daemons' schema; -1 unknown
+	// blockCPU is the CPU the daemons' Postgres backends used per buffer
+	// access, in microseconds; -1 unknown.
+	blockCPU float64
 }
 
 // drainTotal sums the operations of the drains by n workers alone over
 // the rounds: a count is -1 once a round could not read it.
 type drainTotal struct {
-	turns, redis, xacts, writes, stmts int64
+	turns, redis, xacts, writes, stmts, blocks int64
+	backends                                   time.Duration // the daemons' Postgres backends' CPU
 }
 
 // noteDrainOps adds the operations of a drain by n workers alone between
@@ -66,6 +71,12 @@ func (b *bencher) noteDrainOps(n int, from, until usage, turns int64) {
 	add(&t.xacts, from.pgXacts, until.pgXacts, own)
 	add(&t.writes, from.pgXids, until.pgXids, 0)
 	add(&t.stmts, from.pgStmts, until.pgStmts, own)
+	add(&t.blocks, from.pgBlocks, until.pgBlocks, 0)
+	if t.backends >= 0 && from.pgBackends >= 0 && until.pgBackends >= 0 {
+		t.backends += max(until.pgBackends-from.pgBackends, 0)
+	} else {
+		t.backends = -1
+	}
 }
 
 // ops is t per turn.
@@ -76,7 +87,11 @@ func (t *drainTotal) ops() drainOps {
 		}
 		return float64(n) / float64(t.turns)
 	}
-	return drainOps{redis: per(t.redis), xacts: per(t.xacts), writes: per(t.writes), stmts: per(t.stmts)}
+	o := drainOps{redis: per(t.redis), xacts: per(t.xacts), writes: per(t.writes), stmts: per(t.stmts), blocks: per(t.blocks), blockCPU: -1}
+	if t.blocks > 0 && t.backends >= 0 {
+		o.blockCPU = float64(t.backends.Microseconds()) / float64(t.blocks)
+	}
+	return o
 }
 
 // callsBetween is the Redis calls between two counts, all commands.
@@ -128,7 +143,18 @@ func (b *bencher) addDrainFlatness() {
 		b.rep.add("throughput P3", fmt.Sprintf("%s per turn, %s workers alone (largest change from 1)", kind.name, countsLabel(drainCounts)),
 			value+fmt.Sprintf(" (%+.0f%%)", 100*worst), fmt.Sprintf("within %.0f%%", 100*flatWithin), verdict(worst <= flatWithin && worst >= -flatWithin))
 	}
-	b.rep.note(fmt.Sprintf("throughput (workers alone): operations per turn do not depend on the machine's load; turns/s do (load average %s at the end). The operations are summed over the rounds. Postgres counts its statements as they end, but a backend reports its transactions up to a second late, so the transactions of a short window are the less exact figure; the transactions that wrote are counted exactly, by the transaction ids the server assigned (server-wide: another client writing to the same server meanwhile would count)", loadAverage()))
+	// What the server did per turn, and what each of its buffer accesses
+	// cost in CPU: the work is the same with more processes, each piece
+	// of it dearer when they share the cores.
+	if value, worst, ok := flatness(drainCounts, ops, one.blocks, func(o drainOps) float64 { return o.blocks }); ok {
+		b.rep.add("throughput P3", fmt.Sprintf("Postgres buffer accesses per turn, %s workers alone (largest change from 1)", countsLabel(drainCounts)),
+			value+fmt.Sprintf(" (%+.0f%%)", 100*worst), "", "")
+	}
+	if value, worst, ok := flatness(drainCounts, ops, one.blockCPU, func(o drainOps) float64 { return o.blockCPU }); ok {
+		b.rep.add("throughput P3", fmt.Sprintf("… the daemons' backends' CPU per access, µs, %s workers alone", countsLabel(drainCounts)),
+			value+fmt.Sprintf(" (%+.0f%%)", 100*worst), "", "")
+	}
+	b.rep.note(fmt.Sprintf("throughput (workers alone): operations per turn do not depend on the machine's load; turns/s do (load average %s at the end). The operations are summed over the rounds. Postgres counts its statements as they end, but a backend reports its transactions up to a second late, so the transactions of a short window are the less exact figure; the transactions that wrote are counted exactly, by the transaction ids the server assigned (server-wide: another client writing to the same server meanwhile would count). The buffer accesses are those of the daemons' schema (pg_statio_all_tables: tables, indexes, TOAST), reported as late as the transactions, the bench's own few reads of it included", loadAverage()))
 }
 
 // flatness formats the figure of each count of workers, and returns the

@@ -3,6 +3,7 @@ package main
 import (
 	"math"
 	"testing"
+	"time"
 )
 
 // TestFlatness finds the change from one worker's figure largest in size,
@@ -82,19 +83,28 @@ func TestMedian(t *testing.T) {
 func TestDrainTotals(t *testing.T) {
 	t.Parallel()
 	b := &bencher{}
-	at := func(redis, xacts, xids, stmts, own int64) usage {
-		return usage{redisCalls: map[string]int64{"evalsha": redis}, pgXacts: xacts, pgXids: xids, pgStmts: stmts, own: own}
+	at := func(redis, xacts, xids, stmts, own, blocks int64, backends time.Duration) usage {
+		return usage{redisCalls: map[string]int64{"evalsha": redis}, pgXacts: xacts, pgXids: xids, pgStmts: stmts, own: own, pgBlocks: blocks, pgBackends: backends}
 	}
 	// Round 1: 100 turns, 2,400 Redis calls, 210 transactions of which 10
-	// the bench's own, 150 that wrote, 900 statements (10 own).
-	b.noteDrainOps(2, at(0, 1000, 5000, 0, 0), at(2400, 1210, 5150, 910, 10), 100)
-	// Round 2: 300 turns; the statements could not be read.
-	b.noteDrainOps(2, at(5000, 2000, 6000, 100, 10), at(12000, 2600, 6450, -1, 10), 300)
+	// the bench's own, 150 that wrote, 900 statements (10 own), 3,000
+	// buffer accesses, 30 ms of the backends' CPU.
+	b.noteDrainOps(2, at(0, 1000, 5000, 0, 0, 500, time.Second), at(2400, 1210, 5150, 910, 10, 3500, time.Second+30*time.Millisecond), 100)
+	// Round 2: 300 turns; the statements could not be read; 9,000 buffer
+	// accesses, 150 ms.
+	b.noteDrainOps(2, at(5000, 2000, 6000, 100, 10, 4000, 2*time.Second), at(12000, 2600, 6450, -1, 10, 13000, 2*time.Second+150*time.Millisecond), 300)
 	// No turn settled: nothing is added.
-	b.noteDrainOps(2, at(0, 0, 0, 0, 0), at(99, 99, 99, 99, 0), 0)
+	b.noteDrainOps(2, at(0, 0, 0, 0, 0, 0, 0), at(99, 99, 99, 99, 0, 99, time.Second), 0)
 	got := b.perf.drainTotals[2].ops()
-	want := drainOps{redis: 9400.0 / 400, xacts: 800.0 / 400, writes: 600.0 / 400, stmts: -1}
+	want := drainOps{redis: 9400.0 / 400, xacts: 800.0 / 400, writes: 600.0 / 400, stmts: -1, blocks: 12000.0 / 400, blockCPU: 180000.0 / 12000}
 	if got != want {
 		t.Errorf("ops = %+v, want %+v", got, want)
+	}
+	// 4 workers: one round could not read the backends' CPU, so their CPU
+	// per access is unknown while the accesses still add up.
+	b.noteDrainOps(4, at(0, 0, 0, 0, 0, 0, time.Second), at(10, 10, 10, 10, 0, 800, 2*time.Second), 10)
+	b.noteDrainOps(4, at(0, 0, 0, 0, 0, 0, -1), at(10, 10, 10, 10, 0, 200, time.Second), 10)
+	if got := b.perf.drainTotals[4].ops(); got.blocks != 50 || got.blockCPU != -1 {
+		t.Errorf("4 workers: blocks %v, CPU per access %v; want 50 and -1 (unknown)", got.blocks, got.blockCPU)
 	}
 }

@@ -57,6 +57,12 @@ type usage struct {
 	// change writes the whole page, so a window with a checkpoint in it
 	// costs more.
 	pgWALBytes, pgFPIs int64
+	// pgBlocks counts the buffer accesses (blocks found in shared buffers
+	// or read) of the daemons' schema: its tables, their indexes and
+	// TOAST (pg_statio_all_tables), whoever made them. It measures the
+	// work the server did for the turns, as the statements do, where its
+	// CPU measures what that work cost on the machine at the time.
+	pgBlocks int64
 	// pgCalls counts the calls of each statement run in it, by the start
 	// of its text (pg_stat_statements), the bench's own included.
 	pgCalls map[string]int64
@@ -85,7 +91,7 @@ type perfState struct {
 
 // sample reads the usage now.
 func (b *bencher) sample(ctx context.Context) usage {
-	u := usage{busy: -1, all: -1, bench: -1, redisCPU: -1, redisReads: -1, pgCPU: -1, pgBackends: -1, pgXacts: -1, pgXids: -1, pgStmts: -1, pgSyncs: -1, pgWALBytes: -1, pgFPIs: -1, own: b.ownQueries.Load()}
+	u := usage{busy: -1, all: -1, bench: -1, redisCPU: -1, redisReads: -1, pgCPU: -1, pgBackends: -1, pgXacts: -1, pgXids: -1, pgStmts: -1, pgSyncs: -1, pgWALBytes: -1, pgFPIs: -1, pgBlocks: -1, own: b.ownQueries.Load()}
 	u.busy, u.all = machineCPU()
 	u.switches = machineSwitches()
 	if c, err := processCPU(os.Getpid()); err == nil {
@@ -128,6 +134,14 @@ func (b *bencher) sample(ctx context.Context) usage {
 		b.ownQueries.Add(1)
 		if b.pg.QueryRowContext(ctx, `SELECT wal_sync, wal_bytes::bigint, wal_fpi FROM pg_stat_wal`).Scan(&syncs, &bytes, &fpis) == nil {
 			u.pgSyncs, u.pgWALBytes, u.pgFPIs = syncs, bytes, fpis
+		}
+		var blocks int64
+		b.ownQueries.Add(1)
+		if b.pg.QueryRowContext(ctx, `SELECT coalesce(sum(
+			coalesce(heap_blks_hit, 0) + coalesce(heap_blks_read, 0) + coalesce(idx_blks_hit, 0) + coalesce(idx_blks_read, 0) +
+			coalesce(toast_blks_hit, 0) + coalesce(toast_blks_read, 0) + coalesce(tidx_blks_hit, 0) + coalesce(tidx_blks_read, 0)), 0)::bigint
+			FROM pg_statio_all_tables WHERE schemaname = $1`, b.daemonApp).Scan(&blocks) == nil {
+			u.pgBlocks = blocks
 		}
 		if b.perf.pgStatements != "" {
 			var calls int64
