@@ -147,6 +147,13 @@ type Config struct {
 	// speed while the bench runs (the disk's flush latency, another
 	// process) does not fall on one count alone.
 	DrainRounds int
+	// WorkerProcs is the GOMAXPROCS of the workers draining alone (and of
+	// the reconciler's measure): "" leaves them Go's own (the cores of the
+	// machine, or of the container's limit), "share" gives each of n
+	// workers its share of the machine's cores, max(1, cores / n), as the
+	// README advises for worker processes that share a host, and a
+	// number gives every worker that.
+	WorkerProcs string
 	// ClaudeBin and CodexBin are the real agent CLIs of the clis phase (a
 	// path or a name in PATH); one that is not found is skipped.
 	ClaudeBin, CodexBin string
@@ -186,6 +193,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.Var(phaseList{&c.Phases}, "only", "phases to run, of "+strings.Join(allPhases(), ","))
 	fs.Var(countList{&c.Subscribers}, "subscribers", "subscriber counts of the events phase")
 	fs.IntVar(&c.DrainRounds, "drain-rounds", 3, "rounds of the workers-alone drains (1, 2, 4 and 8 workers each round, in a turning order); their medians are compared")
+	fs.StringVar(&c.WorkerProcs, "worker-gomaxprocs", "", `GOMAXPROCS of the workers draining alone: "" Go's own, "share" each of n workers max(1, cores / n), or a number`)
 	fs.StringVar(&c.ClaudeBin, "claude-bin", "claude", "the Claude Code CLI of the clis phase (skipped when not found)")
 	fs.StringVar(&c.CodexBin, "codex-bin", "codex", "the Codex CLI of the clis phase (skipped when not found)")
 	fs.IntVar(&c.CLITurns, "cli-turns", 4, "turns the clis phase runs at once on each agent CLI")
@@ -222,12 +230,29 @@ func (c Config) Check() error {
 		return errors.New("--cli-hold must be between 1s and 10m")
 	case c.DrainRounds < 1 || c.DrainRounds > 9:
 		return errors.New("--drain-rounds must be between 1 and 9")
+	case c.WorkerProcs != "" && c.WorkerProcs != "share" && !positiveInt(c.WorkerProcs):
+		return errors.New(`--worker-gomaxprocs must be "", "share" or a number of at least 1`)
 	case c.ReconcilerQueued < 0 || c.ReconcilerQueued > 100_000:
 		return errors.New("--reconciler-queued must be between 0 and 100000")
 	case c.has(phaseEvents) && len(c.Subscribers) == 0:
 		return errors.New("--subscribers names no count")
 	}
 	return nil
+}
+
+// positiveInt reports whether s is a whole number of at least 1.
+func positiveInt(s string) bool {
+	n, err := strconv.Atoi(s)
+	return err == nil && n >= 1
+}
+
+// workerProcs is the GOMAXPROCS of each of n workers draining alone, ""
+// for Go's own (see Config.WorkerProcs).
+func (c Config) workerProcs(n int) string {
+	if c.WorkerProcs == "share" {
+		return strconv.Itoa(max(1, runtime.NumCPU()/n))
+	}
+	return c.WorkerProcs
 }
 
 // phaseList is the value of --only: phase names, comma-separated.

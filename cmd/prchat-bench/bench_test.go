@@ -64,6 +64,8 @@ func TestFlags(t *testing.T) {
 		{[]string{"--drain-rounds", "0"}, "--drain-rounds must be between"},
 		{[]string{"--drain-rounds", "10"}, "--drain-rounds must be between"},
 		{[]string{"--cli-hold", "10ms"}, "--cli-hold must be between"},
+		{[]string{"--worker-gomaxprocs", "0"}, "--worker-gomaxprocs must be"},
+		{[]string{"--worker-gomaxprocs", "half"}, "--worker-gomaxprocs must be"},
 		{[]string{"--pgbouncer-url", "postgres://127.0.0.1:6432/db"}, "--pgbouncer-url needs --database-url"},
 		{[]string{"--database-url", "postgres://127.0.0.1/db", "--pgbouncer-url", "127.0.0.1:6432"}, "is not a postgres:// URL"},
 		{[]string{"--database-url", "postgres://127.0.0.1/db", "--pgbouncer-url", "postgres://127.0.0.1:6432/db?search_path=x"}, "must not set search_path"},
@@ -379,5 +381,33 @@ func TestMissingDaemonFails(t *testing.T) {
 	code := Main(t.Context(), []string{"--prchat", missing, "--only", "overhead", "--turns", "1"}, &out, &errOut)
 	if code != 1 || !strings.Contains(errOut.String(), "no-prchat") {
 		t.Errorf("exit %d, stderr %q; want 1 and an error naming %s", code, &errOut, missing)
+	}
+}
+
+// TestWorkerProcs: "share" splits the machine's cores among the workers
+// draining alone, at least one each; a number is every worker's; nothing
+// leaves Go's own.
+func TestWorkerProcs(t *testing.T) {
+	t.Parallel()
+	cores := runtime.NumCPU()
+	for _, c := range []struct {
+		flag string
+		n    int
+		want string
+	}{
+		{"", 8, ""},
+		{"share", 1, strconv.Itoa(cores)},
+		{"share", 2, strconv.Itoa(max(1, cores/2))},
+		{"share", 8, strconv.Itoa(max(1, cores/8))},
+		{"share", 4 * cores, "1"},
+		{"3", 8, "3"},
+	} {
+		cfg, err := parse("--worker-gomaxprocs", c.flag)
+		if err != nil {
+			t.Fatalf("--worker-gomaxprocs %q: %v", c.flag, err)
+		}
+		if got := cfg.workerProcs(c.n); got != c.want {
+			t.Errorf("--worker-gomaxprocs %q, %d workers: GOMAXPROCS %q, want %q", c.flag, c.n, got, c.want)
+		}
 	}
 }

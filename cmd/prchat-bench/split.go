@@ -42,15 +42,33 @@ func (b *bencher) splitThroughput(ctx context.Context, api, w1 *benchDaemon) (*b
 		}
 		workers = nil
 	}
-	startUpTo := func(n int) error {
+	startUpToWith := func(n int, settings map[string]string) error {
 		for len(workers) < n {
-			w, err := b.startDaemon(ctx, "worker", fmt.Sprintf("worker-%d", len(workers)+1))
+			w, err := b.startDaemonWith(ctx, "worker", fmt.Sprintf("worker-%d", len(workers)+1), settings)
 			if err != nil {
 				return err
 			}
 			workers = append(workers, w)
 		}
 		return nil
+	}
+	startUpTo := func(n int) error { return startUpToWith(n, nil) }
+	// The workers alone, each with the GOMAXPROCS --worker-gomaxprocs
+	// gives n of them (they are all started anew for each count).
+	startAlone := func(n int) error {
+		var settings map[string]string
+		if p := b.cfg.workerProcs(n); p != "" {
+			settings = map[string]string{"GOMAXPROCS": p}
+		}
+		return startUpToWith(n, settings)
+	}
+	if b.cfg.WorkerProcs != "" {
+		procs := make([]string, len(drainCounts))
+		for i, n := range drainCounts {
+			procs[i] = b.cfg.workerProcs(n)
+		}
+		b.rep.note(fmt.Sprintf("throughput (workers alone): --worker-gomaxprocs %s: GOMAXPROCS %s for each of %s workers alone (Go's own for the api and the other topologies)",
+			b.cfg.WorkerProcs, strings.Join(procs, " / "), countsLabel(drainCounts)))
 	}
 	for _, n := range workerCounts {
 		if err := startUpTo(n); err != nil {
@@ -66,7 +84,7 @@ func (b *bencher) splitThroughput(ctx context.Context, api, w1 *benchDaemon) (*b
 	for r := range b.cfg.DrainRounds {
 		for _, n := range drainOrder(r) {
 			stopAll()
-			tps, err := b.drainAlone(ctx, api, n, r, startUpTo, &workers)
+			tps, err := b.drainAlone(ctx, api, n, r, startAlone, &workers)
 			if err != nil {
 				stopAll()
 				return nil, err
@@ -76,7 +94,7 @@ func (b *bencher) splitThroughput(ctx context.Context, api, w1 *benchDaemon) (*b
 	}
 	b.addDrainRates(rates)
 	b.addDrainFlatness()
-	if err := b.reconcilerScale(ctx, api, startUpTo, stopAll); err != nil {
+	if err := b.reconcilerScale(ctx, api, startAlone, stopAll); err != nil {
 		stopAll()
 		return nil, err
 	}
