@@ -45,7 +45,12 @@ type composeService struct {
 		Condition string `yaml:"condition"`
 	} `yaml:"depends_on"`
 	Deploy struct {
-		Replicas int `yaml:"replicas"`
+		Replicas  int `yaml:"replicas"`
+		Resources struct {
+			Limits struct {
+				Memory string `yaml:"memory"`
+			} `yaml:"limits"`
+		} `yaml:"resources"`
 	} `yaml:"deploy"`
 }
 
@@ -309,6 +314,9 @@ func TestComposeFile(t *testing.T) {
 	if w.Deploy.Replicas < 2 {
 		t.Errorf("worker: %d replicas; the compose file runs two", w.Deploy.Replicas)
 	}
+	// Replicas on one host: each sizes its turns by a memory limit of its
+	// own, not by the host's memory (which every replica would take).
+	checkWorkerMemory(t, "compose worker", w.Deploy.Resources.Limits.Memory)
 	stop, err := time.ParseDuration(w.StopGracePeriod)
 	if err != nil || stop <= grace(t, env) {
 		t.Errorf("worker: stop_grace_period %q is not above its PRCHAT_SHUTDOWN_GRACE %s", w.StopGracePeriod, grace(t, env))
@@ -456,6 +464,13 @@ func TestKubernetesManifests(t *testing.T) {
 		if kind != "StatefulSet" {
 			continue
 		}
+		// A worker's turns are sized by its memory limit, and it asks the
+		// scheduler for that memory.
+		limit, request := c.str("resources", "limits", "memory"), c.str("resources", "requests", "memory")
+		checkWorkerMemory(t, name, limit)
+		if request != limit {
+			t.Errorf("%s: requests %q of memory where its limit is %q; the scheduler would place more workers on a node than their turns fit", name, request, limit)
+		}
 		// A worker: /metrics and /healthz on PRCHAT_LISTEN, declared and probed.
 		_, listen, _ := strings.Cut(env["PRCHAT_LISTEN"], ":")
 		port, _ := strconv.Atoi(listen)
@@ -482,6 +497,42 @@ func TestKubernetesManifests(t *testing.T) {
 			}
 		}
 	}
+}
+
+// checkWorkerMemory checks a worker's memory limit (compose's 4g or
+// Kubernetes' 4Gi): PRCHAT_CONCURRENCY's default is taken from it, so
+// there must be one, with room for the 1 GiB the worker keeps for itself
+// and a turn's 256 MiB.
+func checkWorkerMemory(t *testing.T, name, limit string) {
+	t.Helper()
+	if limit == "" {
+		t.Errorf("%s: no memory limit; PRCHAT_CONCURRENCY's default would take the host's whole memory for this one worker", name)
+		return
+	}
+	n, err := memoryBytes(limit)
+	if err != nil {
+		t.Errorf("%s: memory limit %q: %v", name, limit, err)
+		return
+	}
+	if n < 1<<30+256<<20 {
+		t.Errorf("%s: memory limit %q leaves no room for a turn after the worker's 1 GiB", name, limit)
+	}
+}
+
+// memoryBytes reads a memory size as compose (4g, 512m, in powers of 1024)
+// or Kubernetes (4Gi, 512Mi) writes it.
+func memoryBytes(s string) (uint64, error) {
+	units := []struct {
+		suffix string
+		shift  uint
+	}{{"Ki", 10}, {"Mi", 20}, {"Gi", 30}, {"k", 10}, {"m", 20}, {"g", 30}, {"K", 10}, {"M", 20}, {"G", 30}, {"b", 0}}
+	for _, u := range units {
+		if num, ok := strings.CutSuffix(s, u.suffix); ok {
+			n, err := strconv.ParseUint(num, 10, 64)
+			return n << u.shift, err
+		}
+	}
+	return strconv.ParseUint(s, 10, 64)
 }
 
 func mapValues(m map[string]int) []int {
