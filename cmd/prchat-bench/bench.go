@@ -150,9 +150,10 @@ type Config struct {
 	// WorkerProcs is the GOMAXPROCS of the workers draining alone (and of
 	// the reconciler's measure): "" leaves them Go's own (the cores of the
 	// machine, or of the container's limit), "share" gives each of n
-	// workers its share of the machine's cores, max(1, cores / n), as the
-	// README advises for worker processes that share a host, and a
-	// number gives every worker that.
+	// workers its share of the machine's cores, max(1, cores / n), and a
+	// number gives every worker that: a trial of the Go runtime's part in
+	// what more processes cost (the README's "Same work, dearer
+	// operations").
 	WorkerProcs string
 	// ClaudeBin and CodexBin are the real agent CLIs of the clis phase (a
 	// path or a name in PATH); one that is not found is skipped.
