@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/prchat/prchat/cmd/internal/freeaddr"
 )
 
 const (
@@ -61,15 +62,13 @@ func (b *bencher) daemonEnv(name, listen string) map[string]string {
 	return env
 }
 
-// freeAddr returns a free TCP address on 127.0.0.1.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
-	}
-	addr := ln.Addr().String()
-	return addr, ln.Close()
-}
+// freeAddr returns a free TCP address on 127.0.0.1 that the bench has not
+// handed out before (another process may still take it: startDaemonWith
+// tries again then).
+func freeAddr() (string, error) { return daemonAddrs.Next() }
+
+// daemonAddrs are the addresses the bench handed out to its daemons.
+var daemonAddrs freeaddr.Book
 
 // startDaemon starts a daemon under test with role serve, api or worker
 // and waits until it is ready: its API answers /readyz, or (a worker) its

@@ -27,6 +27,7 @@ import (
 	"github.com/prchat/prchat/agentsession/fakeapi/chatcompletions"
 	"github.com/prchat/prchat/api/apitest"
 	"github.com/prchat/prchat/chat/chattest"
+	"github.com/prchat/prchat/cmd/internal/freeaddr"
 	"github.com/prchat/prchat/store/storetest"
 	"github.com/prchat/prchat/worker/workertest"
 )
@@ -66,7 +67,6 @@ type topology struct {
 	dbURL   string
 	redis   string
 	extra   map[string]string
-	ports   map[string]bool // handed out to containers
 }
 
 // container makes the settings of a container of service; run and start
@@ -97,7 +97,7 @@ func (tp *topology) container(service, name string) *container {
 			if err != nil {
 				t.Fatalf("%s: PRCHAT_LISTEN %q: %v", name, v, err)
 			}
-			c.port = tp.freePort()
+			c.port = freePort(tp.t)
 			c.env[k] = net.JoinHostPort(host, c.port)
 		case strings.HasPrefix(v, "/"):
 			c.env[k] = tp.hostPath(c, v)
@@ -129,29 +129,19 @@ func (tp *topology) hostPath(c *container, p string) string {
 	return filepath.Join(c.root, p)
 }
 
-// freePort returns a port free on this machine that no container of tp
-// has: a port freed is often the next one handed out, and two containers
-// given the same would fight over it.
-func (tp *topology) freePort() string {
-	if tp.ports == nil {
-		tp.ports = map[string]bool{}
-	}
-	for {
-		if p := freePort(tp.t); !tp.ports[p] {
-			tp.ports[p] = true
-			return p
-		}
-	}
-}
+// testAddrs are the addresses this package's tests handed out.
+var testAddrs freeaddr.Book
 
+// freePort returns a port of 127.0.0.1 free on this machine that no test
+// of this package has been given (see freeaddr): two containers given the
+// same would fight over it.
 func freePort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testAddrs.Next()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	_, port, _ := net.SplitHostPort(addr)
 	return port
 }
 

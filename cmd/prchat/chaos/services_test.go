@@ -13,12 +13,11 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
-	"sync"
 	"syscall"
-	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prchat/prchat/cmd/internal/freeaddr"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -280,91 +279,9 @@ func (r *redisServer) close() {
 	<-r.exited
 }
 
-// freeAddr returns a free TCP address on 127.0.0.1 that it never returned
-// before.
-func freeAddr() (string, error) { return suiteAddrs.free(listenAddr) }
+// freeAddr returns a free TCP address on 127.0.0.1 that the suite has not
+// handed out before.
+func freeAddr() (string, error) { return suiteAddrs.Next() }
 
 // suiteAddrs are the addresses the suite handed out.
-var suiteAddrs = &addrBook{given: map[string]bool{}}
-
-// An addrBook hands out free addresses, each once. An address is free
-// when the kernel gives it to a listener that is closed at once, but the
-// process meant to listen on it binds it only later (after newProc, or a
-// server's start): meanwhile the kernel may give the same port to the next
-// caller, as it did to two containers of the compose boot test. So an
-// address handed out is never handed out again, even once its process is
-// gone (a process restarted listens on its own again).
-type addrBook struct {
-	mu    sync.Mutex
-	given map[string]bool
-}
-
-// free returns an address pick found free that b has not handed out yet.
-func (b *addrBook) free(pick func() (string, error)) (string, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for range 100 {
-		addr, err := pick()
-		if err != nil {
-			return "", err
-		}
-		if !b.given[addr] {
-			b.given[addr] = true
-			return addr, nil
-		}
-	}
-	return "", errors.New("find a free port: the kernel gave only ports handed out already")
-}
-
-// listenAddr returns the address of a listener on 127.0.0.1, closed.
-func listenAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
-	}
-	addr := ln.Addr().String()
-	return addr, ln.Close()
-}
-
-// TestAddrBookHandsOutEachAddressOnce: a port the kernel gives again is
-// not handed out twice; the book asks again instead.
-func TestAddrBookHandsOutEachAddressOnce(t *testing.T) {
-	t.Parallel()
-	picks := []string{"127.0.0.1:4001", "127.0.0.1:4001", "127.0.0.1:4002", "127.0.0.1:4001"}
-	pick := func() (string, error) {
-		if len(picks) == 0 {
-			return "127.0.0.1:4001", nil
-		}
-		p := picks[0]
-		picks = picks[1:]
-		return p, nil
-	}
-	b := &addrBook{given: map[string]bool{}}
-	first, err := b.free(pick)
-	if err != nil {
-		t.Fatal(err)
-	}
-	second, err := b.free(pick)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if first != "127.0.0.1:4001" || second != "127.0.0.1:4002" {
-		t.Errorf("handed out %s then %s, want 127.0.0.1:4001 then 127.0.0.1:4002", first, second)
-	}
-	// Only ports handed out already: an error, not a third 4001.
-	if addr, err := b.free(pick); err == nil {
-		t.Errorf("handed out %s a second time", addr)
-	}
-	// The suite's own book on the kernel's ports: distinct addresses.
-	seen := map[string]bool{}
-	for range 50 {
-		addr, err := freeAddr()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if seen[addr] {
-			t.Fatalf("freeAddr handed out %s twice", addr)
-		}
-		seen[addr] = true
-	}
-}
+var suiteAddrs freeaddr.Book
