@@ -99,6 +99,10 @@ func TestKickTakesTheLeaseRedisLost(t *testing.T) {
 	if r.Holds() {
 		t.Fatal("the second reconciler took a held lease")
 	}
+	// The holder's first pass runs in its loop: done before the turn is
+	// added, so that only the kicked reconciler can enqueue it (a late
+	// first pass did, on a busy machine, before the kick was handled).
+	chattest.Eventually(t, "the holder's first pass", func() bool { return other.Passes() > 0 })
 	turns.add(chat.Turn{ID: "t1", State: chat.StateQueued, CreatedAt: time.Now().Add(-time.Minute)}, "")
 	if err := e.rdb.FlushDB(t.Context()).Err(); err != nil {
 		t.Fatal(err)
