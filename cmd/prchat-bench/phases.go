@@ -452,13 +452,13 @@ func (b *bencher) throughput(ctx context.Context, label string, api *benchDaemon
 	marks := window(ctx, warm, dur, func() (err error) {
 		tFrom = time.Now()
 		cpuFrom = cpuTimes(daemons, (*benchDaemon).cpu)
-		useFrom = b.sample(ctx)
+		useFrom = b.sample(ctx, daemons...)
 		atFrom, err = b.settled(ctx)
 		return err
 	}, func() (err error) {
 		tUntil = time.Now()
 		cpuUntil = cpuTimes(daemons, (*benchDaemon).cpu)
-		useUntil = b.sample(ctx)
+		useUntil = b.sample(ctx, daemons...)
 		atUntil, err = b.settled(ctx)
 		return err
 	})

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -50,6 +51,32 @@ func processCPUFine(pid int) (time.Duration, error) {
 		sum += time.Duration(st.RunningNanoseconds)
 	}
 	return sum, nil
+}
+
+// processSwitches returns the context switches the threads of process
+// pid have made (their /proc status; a thread that exited is not counted).
+func processSwitches(pid int) (switches, error) {
+	threads, err := procfs.AllThreads(pid)
+	if err != nil {
+		return unknownSwitches, fmt.Errorf("read context switches of process %d: %w", pid, err)
+	}
+	var sum switches
+	for _, t := range threads {
+		st, err := t.NewStatus()
+		if err != nil {
+			continue // exited meanwhile
+		}
+		sum.slept += int64(st.VoluntaryCtxtSwitches)
+		sum.preempted += int64(st.NonVoluntaryCtxtSwitches)
+	}
+	return sum, nil
+}
+
+// processNamed reports whether the command name of process pid starts
+// with name.
+func processNamed(pid int, name string) bool {
+	st, err := procStat(pid)
+	return err == nil && strings.HasPrefix(st.Comm, name)
 }
 
 // machineCPU returns the CPU time of the machine, summed over its cores:

@@ -24,6 +24,14 @@ func processCPUFine(int) (time.Duration, error) {
 	return 0, errors.New("CPU time is only read on Linux")
 }
 
+// processSwitches is only known on Linux (from /proc).
+func processSwitches(int) (switches, error) {
+	return unknownSwitches, errors.New("context switches are only read on Linux")
+}
+
+// processNamed is only known on Linux.
+func processNamed(int, string) bool { return false }
+
 // machineCPU is only read on Linux (from /proc/stat).
 func machineCPU() (busy, all time.Duration) { return -1, -1 }
 

@@ -166,7 +166,7 @@ func (b *bencher) queueFloorRun(ctx context.Context) error {
 	var err error
 	pprof.Do(ctx, pprof.Labels("part", "floor"), func(ctx context.Context) {
 		r, err = runQueueFloor(ctx, b.rdb, b.stderr, b.cfg.Concurrency, b.cfg.Clients, int64(4*b.cfg.Clients),
-			warmup(b.cfg.Duration), b.cfg.Duration, b.sample)
+			warmup(b.cfg.Duration), b.cfg.Duration, func(ctx context.Context) usage { return b.sample(ctx) })
 	})
 	if err != nil {
 		return err

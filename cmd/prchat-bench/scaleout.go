@@ -35,6 +35,9 @@ type drainOps struct {
 	// blockCPU is the CPU the daemons' Postgres backends used per buffer
 	// access, in microseconds; -1 unknown.
 	blockCPU float64
+	// switches is the context switches of the workers, their Postgres
+	// backends and Redis; -1 unknown.
+	switches float64
 }
 
 // drainTotal sums the operations of the drains by n workers alone over
@@ -42,6 +45,9 @@ type drainOps struct {
 type drainTotal struct {
 	turns, redis, xacts, writes, stmts, blocks int64
 	backends                                   time.Duration // the daemons' Postgres backends' CPU
+	// switched is the context switches of the workers, their backends
+	// and Redis.
+	switched switches
 }
 
 // noteDrainOps adds the operations of a drain by n workers alone between
@@ -77,6 +83,9 @@ func (b *bencher) noteDrainOps(n int, from, until usage, turns int64) {
 	} else {
 		t.backends = -1
 	}
+	t.switched = t.switched.plus(until.daemonSwitches.since(from.daemonSwitches)).
+		plus(until.pgSwitches.since(from.pgSwitches)).
+		plus(until.redisSwitches.since(from.redisSwitches))
 }
 
 // ops is t per turn.
@@ -87,7 +96,11 @@ func (t *drainTotal) ops() drainOps {
 		}
 		return float64(n) / float64(t.turns)
 	}
-	o := drainOps{redis: per(t.redis), xacts: per(t.xacts), writes: per(t.writes), stmts: per(t.stmts), blocks: per(t.blocks), blockCPU: -1}
+	o := drainOps{redis: per(t.redis), xacts: per(t.xacts), writes: per(t.writes), stmts: per(t.stmts), blocks: per(t.blocks), blockCPU: -1,
+		switches: per(t.switched.slept + t.switched.preempted)}
+	if !t.switched.known() {
+		o.switches = -1
+	}
 	if t.blocks > 0 && t.backends >= 0 {
 		o.blockCPU = float64(t.backends.Microseconds()) / float64(t.blocks)
 	}
@@ -152,6 +165,11 @@ func (b *bencher) addDrainFlatness() {
 	}
 	if value, worst, ok := flatness(drainCounts, ops, one.blockCPU, func(o drainOps) float64 { return o.blockCPU }); ok {
 		b.rep.add("throughput P3", fmt.Sprintf("… the daemons' backends' CPU per access, µs, %s workers alone", countsLabel(drainCounts)),
+			value+fmt.Sprintf(" (%+.0f%%)", 100*worst), "", "")
+	}
+	// Who switches: more processes than cores make each turn switch more.
+	if value, worst, ok := flatness(drainCounts, ops, one.switches, func(o drainOps) float64 { return o.switches }); ok {
+		b.rep.add("throughput P3", fmt.Sprintf("context switches per turn of the workers, their backends and Redis, %s workers alone", countsLabel(drainCounts)),
 			value+fmt.Sprintf(" (%+.0f%%)", 100*worst), "", "")
 	}
 	b.rep.note(fmt.Sprintf("throughput (workers alone): operations per turn do not depend on the machine's load; turns/s do (load average %s at the end). The operations are summed over the rounds. Postgres counts its statements as they end, but a backend reports its transactions up to a second late, so the transactions of a short window are the less exact figure; the transactions that wrote are counted exactly, by the transaction ids the server assigned (server-wide: another client writing to the same server meanwhile would count). The buffer accesses are those of the daemons' schema (pg_statio_all_tables: tables, indexes, TOAST), reported as late as the transactions, the bench's own few reads of it included", loadAverage()))

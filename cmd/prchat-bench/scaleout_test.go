@@ -108,3 +108,30 @@ func TestDrainTotals(t *testing.T) {
 		t.Errorf("4 workers: blocks %v, CPU per access %v; want 50 and -1 (unknown)", got.blocks, got.blockCPU)
 	}
 }
+
+// TestDrainSwitches: the context switches of the workers, their backends
+// and Redis add up over the rounds, and are unknown once a round could
+// not read one of them.
+func TestDrainSwitches(t *testing.T) {
+	t.Parallel()
+	b := &bencher{}
+	at := func(workers, backends, redis switches) usage {
+		return usage{redisCalls: map[string]int64{}, daemonSwitches: workers, pgSwitches: backends, redisSwitches: redis}
+	}
+	sw := func(slept, preempted int64) switches { return switches{slept: slept, preempted: preempted} }
+	// Round 1, 100 turns: workers 500 + 200, backends 100 + 50, Redis 100 + 50.
+	b.noteDrainOps(8, at(sw(1000, 100), sw(10, 0), sw(7, 7)), at(sw(1500, 300), sw(110, 50), sw(107, 57)), 100)
+	// Round 2, 300 turns: workers 900 + 300 (a thread exited: the
+	// preempted count fell, and counts as none), backends 300 + 100,
+	// Redis 200 + 0.
+	b.noteDrainOps(8, at(sw(0, 400), sw(0, 0), sw(0, 0)), at(sw(900, 300), sw(300, 100), sw(200, 0)), 300)
+	if got, want := b.perf.drainTotals[8].ops().switches, (700.0+150+150+900+400+200)/400; got != want {
+		t.Errorf("switches per turn = %v, want %v", got, want)
+	}
+	// A round whose Redis could not be read leaves the total unknown.
+	b.noteDrainOps(1, at(sw(0, 0), sw(0, 0), unknownSwitches), at(sw(10, 10), sw(10, 10), sw(10, 10)), 10)
+	b.noteDrainOps(1, at(sw(0, 0), sw(0, 0), sw(0, 0)), at(sw(10, 10), sw(10, 10), sw(10, 10)), 10)
+	if got := b.perf.drainTotals[1].ops().switches; got != -1 {
+		t.Errorf("switches per turn with a round unread = %v, want -1", got)
+	}
+}

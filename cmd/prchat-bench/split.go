@@ -141,7 +141,7 @@ func (b *bencher) drainAlone(ctx context.Context, api *benchDaemon, n, r int, st
 		return 0, err
 	}
 	ws := *workers
-	tFrom, cpuFrom, useFrom := time.Now(), cpuTimes(ws, (*benchDaemon).cpu), b.sample(ctx)
+	tFrom, cpuFrom, useFrom := time.Now(), cpuTimes(ws, (*benchDaemon).cpu), b.sample(ctx, ws...)
 	atFrom, err := b.settled(ctx)
 	if err != nil {
 		return 0, err
@@ -160,7 +160,7 @@ func (b *bencher) drainAlone(ctx context.Context, api *benchDaemon, n, r int, st
 			return 0, err
 		}
 	}
-	tUntil, cpuUntil, useUntil := time.Now(), cpuTimes(ws, (*benchDaemon).cpu), b.sample(ctx)
+	tUntil, cpuUntil, useUntil := time.Now(), cpuTimes(ws, (*benchDaemon).cpu), b.sample(ctx, ws...)
 	atUntil, err := b.settled(ctx)
 	if err != nil {
 		return 0, err

@@ -35,7 +35,13 @@ type usage struct {
 	// switches counts the context switches of the machine's CPUs
 	// (/proc/stat ctxt), whoever made them.
 	switches int64
-	pgCPU    time.Duration // the Postgres server: the postmaster and its children
+	// daemonSwitches, pgSwitches and redisSwitches are the context
+	// switches of the daemons sampled, of their Postgres backends and of
+	// the Redis server, by whether each slept or was preempted: who pays
+	// for the switching the machine's count shows.
+	daemonSwitches, pgSwitches, redisSwitches switches
+
+	pgCPU time.Duration // the Postgres server: the postmaster and its children
 	// pgBackends is the CPU the backends of the daemons' connections
 	// have used (their application_name is the bench's): the server's
 	// share of the daemons' work without the other databases', where
@@ -80,6 +86,9 @@ type perfState struct {
 	postmaster    int
 	postmasterWhy string
 	pgStatements  string
+	// redisServer is the Redis server's process when it runs on this
+	// machine (0 not looked for yet, -1 not found).
+	redisServer int
 	// turnsPerSecond are the throughput of each topology measured so far,
 	// by label, and queueFloor asynq's own (0 until measured).
 	turnsPerSecond map[string]float64
@@ -89,11 +98,23 @@ type perfState struct {
 	drainTotals map[int]*drainTotal
 }
 
-// sample reads the usage now.
-func (b *bencher) sample(ctx context.Context) usage {
-	u := usage{busy: -1, all: -1, bench: -1, redisCPU: -1, redisReads: -1, pgCPU: -1, pgBackends: -1, pgXacts: -1, pgXids: -1, pgStmts: -1, pgSyncs: -1, pgWALBytes: -1, pgFPIs: -1, pgBlocks: -1, own: b.ownQueries.Load()}
+// sample reads the usage now, with the context switches of daemons.
+func (b *bencher) sample(ctx context.Context, daemons ...*benchDaemon) usage {
+	u := usage{busy: -1, all: -1, bench: -1, redisCPU: -1, redisReads: -1, pgCPU: -1, pgBackends: -1, pgXacts: -1, pgXids: -1, pgStmts: -1, pgSyncs: -1, pgWALBytes: -1, pgFPIs: -1, pgBlocks: -1, own: b.ownQueries.Load(),
+		daemonSwitches: unknownSwitches, pgSwitches: unknownSwitches, redisSwitches: unknownSwitches}
 	u.busy, u.all = machineCPU()
 	u.switches = machineSwitches()
+	if len(daemons) > 0 {
+		u.daemonSwitches = switches{}
+		for _, d := range daemons {
+			s, err := processSwitches(d.cmd.Process.Pid)
+			if err != nil {
+				u.daemonSwitches = unknownSwitches
+				break
+			}
+			u.daemonSwitches = u.daemonSwitches.plus(s)
+		}
+	}
 	if c, err := processCPU(os.Getpid()); err == nil {
 		u.bench = c
 	}
@@ -109,6 +130,14 @@ func (b *bencher) sample(ctx context.Context) usage {
 				u.redisReads = n
 			}
 		}
+		if b.perf.redisServer == 0 {
+			b.perf.redisServer = b.findRedisServer(ctx)
+		}
+		if b.perf.redisServer > 0 {
+			if s, err := processSwitches(b.perf.redisServer); err == nil {
+				u.redisSwitches = s
+			}
+		}
 	}
 	if b.pg != nil {
 		if b.perf.postmaster == 0 {
@@ -118,7 +147,7 @@ func (b *bencher) sample(ctx context.Context) usage {
 			if c, err := processTreeCPU(b.perf.postmaster); err == nil {
 				u.pgCPU = c
 			}
-			u.pgBackends = b.daemonBackendsCPU(ctx)
+			u.pgBackends, u.pgSwitches = b.daemonBackends(ctx)
 		}
 		var xacts int64
 		b.ownQueries.Add(1)
@@ -185,29 +214,51 @@ func (b *bencher) statementCalls(ctx context.Context) map[string]int64 {
 	return calls
 }
 
-// daemonBackendsCPU returns the CPU time the live Postgres backends of the
-// daemons' connections have used, or -1 when it cannot be read.
-func (b *bencher) daemonBackendsCPU(ctx context.Context) time.Duration {
+// daemonBackends returns the CPU time the live Postgres backends of the
+// daemons' connections have used and the context switches they made, or
+// -1 and unknownSwitches when they cannot be read.
+func (b *bencher) daemonBackends(ctx context.Context) (time.Duration, switches) {
 	b.ownQueries.Add(1)
 	rows, err := b.pg.QueryContext(ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1`, b.daemonApp)
 	if err != nil {
-		return -1
+		return -1, unknownSwitches
 	}
 	defer rows.Close()
-	var sum time.Duration
+	var cpu time.Duration
+	var sw switches
 	for rows.Next() {
 		var pid int
 		if err := rows.Scan(&pid); err != nil {
-			return -1
+			return -1, unknownSwitches
 		}
 		if c, err := processCPUFine(pid); err == nil {
-			sum += c
+			cpu += c
+		}
+		if s, err := processSwitches(pid); err == nil {
+			sw = sw.plus(s)
 		}
 	}
 	if rows.Err() != nil {
+		return -1, unknownSwitches
+	}
+	return cpu, sw
+}
+
+// findRedisServer returns the process of the Redis server the bench's
+// Redis URL names if it runs on this machine, or -1.
+func (b *bencher) findRedisServer(ctx context.Context) int {
+	if b.cfg.RedisURL == "" || !loopbackURL(b.cfg.RedisURL) {
 		return -1
 	}
-	return sum
+	info, err := b.rdb.Info(ctx, "server").Result()
+	if err != nil {
+		return -1
+	}
+	pid, err := strconv.Atoi(infoFields(info)["process_id"])
+	if err != nil || !processNamed(pid, "redis") {
+		return -1
+	}
+	return pid
 }
 
 // findPostmaster returns the process id of the Postgres server the bench's
@@ -389,6 +440,12 @@ func (b *bencher) addUsage(section, unit string, from, until usage, turns int64,
 	}
 	b.rep.add(section, "  round trips to Redis (reads it processed) / the machine's context switches, per "+unit,
 		redisTrips+" / "+countPerTurn(from.switches, until.switches, 0, turns), "", "")
+	if from.daemonSwitches.known() || from.pgSwitches.known() || from.redisSwitches.known() {
+		b.rep.add(section, "  … of which, per "+unit+", slept + preempted: the daemons / their Postgres backends / Redis",
+			switchesPerTurn(from.daemonSwitches, until.daemonSwitches, turns)+" / "+
+				switchesPerTurn(from.pgSwitches, until.pgSwitches, turns)+" / "+
+				switchesPerTurn(from.redisSwitches, until.redisSwitches, turns), "", "")
+	}
 	if b.cfg.DatabaseURL != "" {
 		own := until.own - from.own
 		stmts := "n/a (no pg_stat_statements)"
@@ -413,4 +470,45 @@ func (b *bencher) noteStatements(label string, from, until usage, turns int64) {
 	}
 	b.rep.note(fmt.Sprintf("throughput (%s): Postgres statements per turn, the bench's own included, then the most called: %s", label,
 		callsPerTurn(from.pgCalls, until.pgCalls, turns, 4, func(q string) string { return "«" + q + "…»" }, " ")))
+}
+
+// switches counts the context switches of a process, or of several:
+// slept are those it made itself (it waited for input, a lock, the disk,
+// a timer, or had nothing to do), preempted those the scheduler made (its
+// time was up, or a woken process took its core). slept is -1 when
+// unknown.
+type switches struct{ slept, preempted int64 }
+
+// unknownSwitches is a count that could not be read.
+var unknownSwitches = switches{slept: -1, preempted: -1}
+
+func (s switches) known() bool { return s.slept >= 0 }
+
+// plus is s and o together, unknown if either is.
+func (s switches) plus(o switches) switches {
+	if !s.known() || !o.known() {
+		return unknownSwitches
+	}
+	return switches{s.slept + o.slept, s.preempted + o.preempted}
+}
+
+// since is what s counted after from, unknown if either is. A process
+// that exited meanwhile takes its count with it, so a part never goes
+// below zero.
+func (s switches) since(from switches) switches {
+	if !s.known() || !from.known() {
+		return unknownSwitches
+	}
+	return switches{max(s.slept-from.slept, 0), max(s.preempted-from.preempted, 0)}
+}
+
+// switchesPerTurn formats the switches between two counts per turn, as
+// "slept + preempted", or n/a.
+func switchesPerTurn(from, until switches, turns int64) string {
+	d := until.since(from)
+	if !d.known() || turns <= 0 {
+		return "n/a"
+	}
+	per := func(n int64) string { return strconv.FormatFloat(float64(n)/float64(turns), 'f', 2, 64) }
+	return per(d.slept) + " + " + per(d.preempted)
 }

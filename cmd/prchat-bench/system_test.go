@@ -101,6 +101,74 @@ func TestMachineAndProcessTree(t *testing.T) {
 	}
 }
 
+// TestProcessSwitches reads a process's context switches over all its
+// threads: a thread that sleeps again and again adds to what it slept.
+func TestProcessSwitches(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("read on Linux only")
+	}
+	t.Parallel()
+	before, after := make(chan switches, 1), make(chan switches, 1)
+	errs := make(chan error, 2)
+	go func() {
+		// A goroutine locked to its thread parks that thread each time it
+		// sleeps: one switch it makes itself per sleep, at least.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		s, err := processSwitches(os.Getpid())
+		errs <- err
+		before <- s
+		for range 30 {
+			time.Sleep(time.Millisecond)
+		}
+		s, err = processSwitches(os.Getpid())
+		errs <- err
+		after <- s
+	}()
+	from, until := <-before, <-after
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !from.known() || until.slept-from.slept < 20 || until.preempted < from.preempted {
+		t.Errorf("switches %+v → %+v over 30 sleeps of one thread; want at least 20 more slept, none fewer preempted", from, until)
+	}
+	if s, err := processSwitches(-1); err == nil || s.known() {
+		t.Errorf("switches of no process = %+v, %v; want unknown and an error", s, err)
+	}
+	if !processNamed(os.Getpid(), "prchat-bench") || processNamed(os.Getpid(), "redis") {
+		t.Errorf("processNamed of this test (%s) is wrong", os.Args[0])
+	}
+}
+
+// TestSwitchesPerTurn: switches add up, count from an earlier reading,
+// and are unknown once a part is.
+func TestSwitchesPerTurn(t *testing.T) {
+	t.Parallel()
+	from := switches{slept: 100, preempted: 10}.plus(switches{slept: 50, preempted: 5})
+	until := switches{slept: 400, preempted: 40}
+	if got, want := switchesPerTurn(from, until, 100), "2.50 + 0.25"; got != want {
+		t.Errorf("switchesPerTurn = %q, want %q", got, want)
+	}
+	// A process that exited took its count with it: no part below zero.
+	if got, want := switchesPerTurn(until, from, 100), "0.00 + 0.00"; got != want {
+		t.Errorf("switchesPerTurn of a smaller count = %q, want %q", got, want)
+	}
+	for _, c := range []struct{ from, until switches }{
+		{unknownSwitches, until},
+		{from, unknownSwitches},
+		{from.plus(unknownSwitches), until},
+	} {
+		if got := switchesPerTurn(c.from, c.until, 100); got != "n/a" {
+			t.Errorf("switchesPerTurn(%+v, %+v) = %q, want n/a", c.from, c.until, got)
+		}
+	}
+	if got := switchesPerTurn(from, until, 0); got != "n/a" {
+		t.Errorf("switchesPerTurn over no turn = %q, want n/a", got)
+	}
+}
+
 // TestQueueFloor: the asynq floor handles tasks from a full backlog and
 // leaves no queue of its own behind.
 func TestQueueFloor(t *testing.T) {
