@@ -396,7 +396,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (err error) 
 		}
 		defer pprof.StopCPUProfile()
 	}
-	b.header()
+	b.header(ctx)
 	pprof.Do(ctx, pprof.Labels("part", "bench"), func(ctx context.Context) { err = b.run(ctx) })
 	b.noteLogs()
 	b.rep.print(stdout)
@@ -561,7 +561,7 @@ func makeBenchRepo(ctx context.Context, dir string) (string, string, error) {
 }
 
 // header prints what the bench runs on.
-func (b *bencher) header() {
+func (b *bencher) header(ctx context.Context) {
 	db, rd := "embedded SQLite", "in-process Redis"
 	if b.cfg.DatabaseURL != "" {
 		db = "Postgres " + redactedHost(b.cfg.DatabaseURL)
@@ -577,12 +577,41 @@ func (b *bencher) header() {
 		load = ", load average " + l + " at start"
 	}
 	fmt.Fprintf(b.stdout, "prchat-bench: %s + %s; %d CPUs%s; %s %s/%s\n", db, rd, runtime.NumCPU(), load, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	pages := memoryPages()
+	if hp := b.postgresHugePages(ctx); hp != "" {
+		pages = strings.TrimPrefix(pages+"; Postgres "+hp, "; ")
+	}
+	if pages != "" {
+		fmt.Fprintf(b.stdout, "memory pages: %s\n", pages)
+	}
 	fmt.Fprintf(b.stdout, "%d clients, %s per load phase, worker concurrency %d, bench agent (zero latency; each turn forks the review's session)\n",
 		b.cfg.Clients, b.cfg.Duration, b.cfg.Concurrency)
 	if b.cfg.CPUProfile != "" {
 		fmt.Fprintf(b.stdout, "profiling: the serve daemon runs inside the bench (samples labelled part=daemon; the bench's own are part=bench and part=floor); the api and workers write %s.<n>-<name>\n", b.cfg.CPUProfile)
 	}
 	fmt.Fprintln(b.stdout)
+}
+
+// postgresHugePages says whether the bench's Postgres maps its shared
+// memory in huge pages: huge_pages_status where the server has it
+// (Postgres 17 on), else its huge_pages setting; "" without Postgres.
+func (b *bencher) postgresHugePages(ctx context.Context) string {
+	if b.cfg.DatabaseURL == "" {
+		return ""
+	}
+	db, err := openPostgres(b.cfg.DatabaseURL)
+	if err != nil {
+		return ""
+	}
+	defer db.Close()
+	var v string
+	if db.QueryRowContext(ctx, `SHOW huge_pages_status`).Scan(&v) == nil {
+		return "huge pages " + v
+	}
+	if err := db.QueryRowContext(ctx, `SHOW huge_pages`).Scan(&v); err != nil {
+		return ""
+	}
+	return "huge_pages=" + v + " (whether in use, Postgres 17 tells)"
 }
 
 // redactedHost shows a URL's host and path only.

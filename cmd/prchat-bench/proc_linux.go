@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -261,4 +262,25 @@ func waitedCPU(pid int) (time.Duration, error) {
 		return 0, fmt.Errorf("read CPU time of process %d: %w", pid, err)
 	}
 	return seconds(float64(st.CUTime+st.CSTime) / userHZ), nil
+}
+
+// memoryPages describes how this machine maps memory in pages, or "" when
+// unknown: the mode of transparent huge pages and the huge pages reserved.
+// Both change what a context switch between processes costs (the entries
+// of the TLB a process must refill), which is most of what grows when
+// many processes share few cores.
+func memoryPages() string {
+	thp, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+	if err != nil {
+		thp = nil
+	}
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return describePages(string(thp), nil, nil, nil, nil)
+	}
+	mi, err := fs.Meminfo()
+	if err != nil {
+		return describePages(string(thp), nil, nil, nil, nil)
+	}
+	return describePages(string(thp), mi.HugePagesTotal, mi.HugePagesFree, mi.HugePagesRsvd, mi.Hugepagesize)
 }

@@ -70,3 +70,6 @@ func childTrees(int, string) ([]processTree, error) {
 func waitedCPU(int) (time.Duration, error) {
 	return 0, errors.New("CPU time is only read on Linux")
 }
+
+// memoryPages is only read on Linux.
+func memoryPages() string { return "" }

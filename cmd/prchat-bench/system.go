@@ -512,3 +512,31 @@ func switchesPerTurn(from, until switches, turns int64) string {
 	per := func(n int64) string { return strconv.FormatFloat(float64(n)/float64(turns), 'f', 2, 64) }
 	return per(d.slept) + " + " + per(d.preempted)
 }
+
+// describePages says how memory is mapped in pages, from the content of
+// /sys/kernel/mm/transparent_hugepage/enabled (the mode in brackets) and
+// /proc/meminfo's HugePages_Total, HugePages_Free, HugePages_Rsvd and
+// Hugepagesize (in kB), each nil or empty when unknown; "" when nothing
+// is. The pages taken are those in use and those a mapping reserved and
+// has not touched yet (which /proc/meminfo counts as free).
+func describePages(thp string, total, free, rsvd, sizeKB *uint64) string {
+	var parts []string
+	if i, j := strings.IndexByte(thp, '['), strings.IndexByte(thp, ']'); i >= 0 && j > i+1 {
+		parts = append(parts, "transparent huge pages "+thp[i+1:j])
+	}
+	switch {
+	case total == nil:
+	case *total == 0:
+		parts = append(parts, "no huge pages reserved")
+	default:
+		s := fmt.Sprintf("%d huge pages reserved", *total)
+		if sizeKB != nil {
+			s += fmt.Sprintf(" of %d kB", *sizeKB)
+		}
+		if free != nil && rsvd != nil {
+			s += fmt.Sprintf(" (%d taken)", *total-*free+*rsvd)
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, ", ")
+}

@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -201,5 +202,34 @@ func TestQueueFloor(t *testing.T) {
 	}
 	if keys, err := rdb.Keys(t.Context(), "asynq:{bench:*").Result(); err != nil || len(keys) > 0 {
 		t.Errorf("the floor left keys %v behind (%v)", keys, err)
+	}
+}
+
+// TestDescribePages reads the mode of transparent huge pages from the
+// brackets the kernel puts it in, and says how many huge pages are
+// reserved, of what size and how many are free.
+func TestDescribePages(t *testing.T) {
+	t.Parallel()
+	n := func(v uint64) *uint64 { return &v }
+	for _, c := range []struct {
+		thp                     string
+		total, free, rsvd, size *uint64
+		want                    string
+	}{
+		{"always [madvise] never\n", n(0), n(0), n(0), n(2048), "transparent huge pages madvise, no huge pages reserved"},
+		// Postgres' shared memory: 64 pages reserved, 9 of them touched.
+		{"[always] madvise never\n", n(100), n(91), n(64), n(2048), "transparent huge pages always, 100 huge pages reserved of 2048 kB (73 taken)"},
+		{"", n(64), nil, nil, nil, "64 huge pages reserved"},
+		{"always madvise never", nil, nil, nil, nil, ""},
+		{"[]", nil, nil, nil, nil, ""},
+	} {
+		if got := describePages(c.thp, c.total, c.free, c.rsvd, c.size); got != c.want {
+			t.Errorf("describePages(%q, …) = %q, want %q", c.thp, got, c.want)
+		}
+	}
+	if runtime.GOOS == "linux" {
+		if _, err := os.Stat("/proc/meminfo"); err == nil && !strings.Contains(memoryPages(), "huge pages") {
+			t.Errorf("memoryPages() = %q, want the huge pages of /proc/meminfo", memoryPages())
+		}
 	}
 }
