@@ -266,21 +266,16 @@ func waitedCPU(pid int) (time.Duration, error) {
 
 // memoryPages describes how this machine maps memory in pages, or "" when
 // unknown: the mode of transparent huge pages and the huge pages reserved.
-// Both change what a context switch between processes costs (the entries
-// of the TLB a process must refill), which is most of what grows when
-// many processes share few cores.
+// Both change what a switch between processes costs (the TLB entries a
+// process must refill), part of what grows when many processes share few
+// cores.
 func memoryPages() string {
-	thp, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
-	if err != nil {
-		thp = nil
+	thp, _ := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled") // unknown: left out
+	var total, free, rsvd, size *uint64
+	if fs, err := procfs.NewDefaultFS(); err == nil {
+		if mi, err := fs.Meminfo(); err == nil {
+			total, free, rsvd, size = mi.HugePagesTotal, mi.HugePagesFree, mi.HugePagesRsvd, mi.Hugepagesize
+		}
 	}
-	fs, err := procfs.NewDefaultFS()
-	if err != nil {
-		return describePages(string(thp), nil, nil, nil, nil)
-	}
-	mi, err := fs.Meminfo()
-	if err != nil {
-		return describePages(string(thp), nil, nil, nil, nil)
-	}
-	return describePages(string(thp), mi.HugePagesTotal, mi.HugePagesFree, mi.HugePagesRsvd, mi.Hugepagesize)
+	return describePages(string(thp), total, free, rsvd, size)
 }

@@ -207,7 +207,8 @@ func TestQueueFloor(t *testing.T) {
 
 // TestDescribePages reads the mode of transparent huge pages from the
 // brackets the kernel puts it in, and says how many huge pages are
-// reserved, of what size and how many are free.
+// reserved, of what size and how many are taken (in use or reserved by a
+// mapping).
 func TestDescribePages(t *testing.T) {
 	t.Parallel()
 	n := func(v uint64) *uint64 { return &v }
