@@ -32,6 +32,9 @@ type drainOps struct {
 	writes float64 // Postgres transactions that wrote (ids assigned, exact); -1 unknown
 	stmts  float64 // Postgres statements (pg_stat_statements), the same; -1 unknown
 	blocks float64 // Postgres buffer accesses of the daemons' schema; -1 unknown
+	// syncs is the server's flushes of its write-ahead log to disk (every
+	// database's); -1 unknown.
+	syncs float64
 	// blockCPU is the CPU the daemons' Postgres backends used per buffer
 	// access, in microseconds; -1 unknown.
 	blockCPU float64
@@ -43,8 +46,8 @@ type drainOps struct {
 // drainTotal sums the operations of the drains by n workers alone over
 // the rounds: a count is -1 once a round could not read it.
 type drainTotal struct {
-	turns, redis, xacts, writes, stmts, blocks int64
-	backends                                   time.Duration // the daemons' Postgres backends' CPU
+	turns, redis, xacts, writes, stmts, blocks, syncs int64
+	backends                                          time.Duration // the daemons' Postgres backends' CPU
 	// switched is the context switches of the workers, their backends
 	// and Redis.
 	switched switches
@@ -78,6 +81,7 @@ func (b *bencher) noteDrainOps(n int, from, until usage, turns int64) {
 	add(&t.writes, from.pgXids, until.pgXids, 0)
 	add(&t.stmts, from.pgStmts, until.pgStmts, own)
 	add(&t.blocks, from.pgBlocks, until.pgBlocks, 0)
+	add(&t.syncs, from.pgSyncs, until.pgSyncs, 0)
 	if t.backends >= 0 && from.pgBackends >= 0 && until.pgBackends >= 0 {
 		t.backends += max(until.pgBackends-from.pgBackends, 0)
 	} else {
@@ -96,7 +100,7 @@ func (t *drainTotal) ops() drainOps {
 		}
 		return float64(n) / float64(t.turns)
 	}
-	o := drainOps{redis: per(t.redis), xacts: per(t.xacts), writes: per(t.writes), stmts: per(t.stmts), blocks: per(t.blocks), blockCPU: -1,
+	o := drainOps{redis: per(t.redis), xacts: per(t.xacts), writes: per(t.writes), stmts: per(t.stmts), blocks: per(t.blocks), syncs: per(t.syncs), blockCPU: -1,
 		switches: per(t.switched.slept + t.switched.preempted)}
 	if !t.switched.known() {
 		o.switches = -1
@@ -161,6 +165,14 @@ func (b *bencher) addDrainFlatness() {
 	// of it dearer when they share the cores.
 	if value, worst, ok := flatness(drainCounts, ops, one.blocks, func(o drainOps) float64 { return o.blocks }); ok {
 		b.rep.add("throughput P3", fmt.Sprintf("Postgres buffer accesses per turn, %s workers alone (largest change from 1)", countsLabel(drainCounts)),
+			value+fmt.Sprintf(" (%+.0f%%)", 100*worst), "", "")
+	}
+	// The flushes of the write-ahead log are what a commit that must
+	// reach the disk waits for: batches of a process's statements make
+	// fewer transactions per turn for one process than for eight, but not
+	// more flushes, since concurrent commits share them.
+	if value, worst, ok := flatness(drainCounts, ops, one.syncs, func(o drainOps) float64 { return o.syncs }); ok {
+		b.rep.add("throughput P3", fmt.Sprintf("Postgres WAL flushes per turn, %s workers alone (largest change from 1)", countsLabel(drainCounts)),
 			value+fmt.Sprintf(" (%+.0f%%)", 100*worst), "", "")
 	}
 	if value, worst, ok := flatness(drainCounts, ops, one.blockCPU, func(o drainOps) float64 { return o.blockCPU }); ok {

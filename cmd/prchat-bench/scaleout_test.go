@@ -84,19 +84,19 @@ func TestDrainTotals(t *testing.T) {
 	t.Parallel()
 	b := &bencher{}
 	at := func(redis, xacts, xids, stmts, own, blocks int64, backends time.Duration) usage {
-		return usage{redisCalls: map[string]int64{"evalsha": redis}, pgXacts: xacts, pgXids: xids, pgStmts: stmts, own: own, pgBlocks: blocks, pgBackends: backends}
+		return usage{redisCalls: map[string]int64{"evalsha": redis}, pgXacts: xacts, pgXids: xids, pgStmts: stmts, own: own, pgBlocks: blocks, pgBackends: backends, pgSyncs: blocks / 100}
 	}
 	// Round 1: 100 turns, 2,400 Redis calls, 210 transactions of which 10
 	// the bench's own, 150 that wrote, 900 statements (10 own), 3,000
-	// buffer accesses, 30 ms of the backends' CPU.
+	// buffer accesses, 30 flushes of the WAL, 30 ms of the backends' CPU.
 	b.noteDrainOps(2, at(0, 1000, 5000, 0, 0, 500, time.Second), at(2400, 1210, 5150, 910, 10, 3500, time.Second+30*time.Millisecond), 100)
 	// Round 2: 300 turns; the statements could not be read; 9,000 buffer
-	// accesses, 150 ms.
+	// accesses, 90 flushes, 150 ms.
 	b.noteDrainOps(2, at(5000, 2000, 6000, 100, 10, 4000, 2*time.Second), at(12000, 2600, 6450, -1, 10, 13000, 2*time.Second+150*time.Millisecond), 300)
 	// No turn settled: nothing is added.
 	b.noteDrainOps(2, at(0, 0, 0, 0, 0, 0, 0), at(99, 99, 99, 99, 0, 99, time.Second), 0)
 	got := b.perf.drainTotals[2].ops()
-	want := drainOps{redis: 9400.0 / 400, xacts: 800.0 / 400, writes: 600.0 / 400, stmts: -1, blocks: 12000.0 / 400, blockCPU: 180000.0 / 12000}
+	want := drainOps{redis: 9400.0 / 400, xacts: 800.0 / 400, writes: 600.0 / 400, stmts: -1, blocks: 12000.0 / 400, syncs: 120.0 / 400, blockCPU: 180000.0 / 12000}
 	if got != want {
 		t.Errorf("ops = %+v, want %+v", got, want)
 	}
