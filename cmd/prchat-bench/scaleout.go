@@ -160,29 +160,30 @@ func (b *bencher) addDrainFlatness() {
 		b.rep.add("throughput P3", fmt.Sprintf("%s per turn, %s workers alone (largest change from 1)", kind.name, countsLabel(drainCounts)),
 			value+fmt.Sprintf(" (%+.0f%%)", 100*worst), fmt.Sprintf("within %.0f%%", 100*flatWithin), verdict(worst <= flatWithin && worst >= -flatWithin))
 	}
-	// What the server did per turn, and what each of its buffer accesses
-	// cost in CPU: the work is the same with more processes, each piece
-	// of it dearer when they share the cores.
-	if value, worst, ok := flatness(drainCounts, ops, one.blocks, func(o drainOps) float64 { return o.blocks }); ok {
-		b.rep.add("throughput P3", fmt.Sprintf("Postgres buffer accesses per turn, %s workers alone (largest change from 1)", countsLabel(drainCounts)),
-			value+fmt.Sprintf(" (%+.0f%%)", 100*worst), "", "")
-	}
-	// The flushes of the write-ahead log are what a commit that must
-	// reach the disk waits for: batches of a process's statements make
-	// fewer transactions per turn for one process than for eight, but not
-	// more flushes, since concurrent commits share them.
-	if value, worst, ok := flatness(drainCounts, ops, one.syncs, func(o drainOps) float64 { return o.syncs }); ok {
-		b.rep.add("throughput P3", fmt.Sprintf("Postgres WAL flushes per turn, %s workers alone (largest change from 1)", countsLabel(drainCounts)),
-			value+fmt.Sprintf(" (%+.0f%%)", 100*worst), "", "")
-	}
-	if value, worst, ok := flatness(drainCounts, ops, one.blockCPU, func(o drainOps) float64 { return o.blockCPU }); ok {
-		b.rep.add("throughput P3", fmt.Sprintf("… the daemons' backends' CPU per access, µs, %s workers alone", countsLabel(drainCounts)),
-			value+fmt.Sprintf(" (%+.0f%%)", 100*worst), "", "")
-	}
-	// Who switches: more processes than cores make each turn switch more.
-	if value, worst, ok := flatness(drainCounts, ops, one.switches, func(o drainOps) float64 { return o.switches }); ok {
-		b.rep.add("throughput P3", fmt.Sprintf("context switches per turn of the workers, their backends and Redis, %s workers alone", countsLabel(drainCounts)),
-			value+fmt.Sprintf(" (%+.0f%%)", 100*worst), "", "")
+	// What else is shown side by side, with no goal: the work is the same
+	// with more processes, each piece of it dearer when they share the
+	// cores. label has %s for the counts of workers.
+	for _, row := range []struct {
+		label string
+		get   func(drainOps) float64
+	}{
+		// What the server did per turn.
+		{"Postgres buffer accesses per turn, %s workers alone (largest change from 1)", func(o drainOps) float64 { return o.blocks }},
+		// The flushes of the write-ahead log are what a commit that must
+		// reach the disk waits for: batches of a process's statements
+		// make fewer transactions per turn for one process than for
+		// eight, but not more flushes, since concurrent commits share
+		// them.
+		{"Postgres WAL flushes per turn, %s workers alone (largest change from 1)", func(o drainOps) float64 { return o.syncs }},
+		// What each buffer access cost in CPU.
+		{"… the daemons' backends' CPU per access, µs, %s workers alone", func(o drainOps) float64 { return o.blockCPU }},
+		// Who switches: more processes than cores make each turn switch
+		// more.
+		{"context switches per turn of the workers, their backends and Redis, %s workers alone", func(o drainOps) float64 { return o.switches }},
+	} {
+		if value, worst, ok := flatness(drainCounts, ops, row.get(one), row.get); ok {
+			b.rep.add("throughput P3", fmt.Sprintf(row.label, countsLabel(drainCounts)), value+fmt.Sprintf(" (%+.0f%%)", 100*worst), "", "")
+		}
 	}
 	b.rep.note(fmt.Sprintf("throughput (workers alone): operations per turn do not depend on the machine's load; turns/s do (load average %s at the end). The operations are summed over the rounds. Postgres counts its statements as they end, but a backend reports its transactions up to a second late, so the transactions of a short window are the less exact figure; the transactions that wrote are counted exactly, by the transaction ids the server assigned (server-wide: another client writing to the same server meanwhile would count). The buffer accesses are those of the daemons' schema (pg_statio_all_tables: tables, indexes, TOAST), reported as late as the transactions, the bench's own few reads of it included", loadAverage()))
 }
