@@ -1206,11 +1206,7 @@ func TestDeleteConversationCascades(t *testing.T) {
 		_, err = s.TurnByID(ctx, turn.ID)
 		wantCode(t, err, chat.CodeNotFound)
 		wantCode(t, s.FinishTurn(ctx, turn.ID, run.Fence, chat.Outcome{State: chat.StateSucceeded}), chat.CodeNotFound)
-		var rows int64
-		if err := s.DB().WithContext(ctx).Raw(`SELECT COUNT(*) FROM turn_events WHERE turn_id = ?`, turn.ID).Scan(&rows).Error; err != nil {
-			t.Fatal(err)
-		}
-		if rows != 0 {
+		if rows := eventRows(t, s, turn.ID); rows != 0 {
 			t.Errorf("%d events left of the deleted conversation", rows)
 		}
 		if _, err := s.TurnByID(ctx, kept.ID); err != nil {
@@ -1218,6 +1214,99 @@ func TestDeleteConversationCascades(t *testing.T) {
 		}
 		wantCode(t, s.DeleteConversation(ctx, c.ID), chat.CodeNotFound)
 	})
+}
+
+// TestDeletedReviewTakesItsTurnsEvents checks that a turn's events go
+// with it when the turn goes by a cascade from its review (on Postgres by
+// the trigger of migration 00011, not a foreign key).
+func TestDeletedReviewTakesItsTurnsEvents(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		f := setup(t, s)
+		_, turn := f.converse(t)
+		run := f.claim(t, turn.ID, "w1/1")
+		if err := s.FinishTurn(ctx, turn.ID, run.Fence, chat.Outcome{State: chat.StateSucceeded,
+			Events: []chat.Event{textEvent(1, "a"), textEvent(2, "b")}}); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Events(ctx, turn.ID, 0); err != nil || len(got) != 2 {
+			t.Fatalf("events before the delete: %d, %v; want 2", len(got), err)
+		}
+		if err := s.DB().WithContext(ctx).Exec(`DELETE FROM reviews WHERE id = ?`, f.review.ID).Error; err != nil {
+			t.Fatal(err)
+		}
+		if n := eventRows(t, s, turn.ID); n != 0 {
+			t.Errorf("%d events left of a turn whose review was deleted", n)
+		}
+	})
+}
+
+// TestFinishesBesideDeletesLeaveNoEvents runs finishes and event appends
+// of turns beside the deletes of their conversations: whichever goes
+// first, no event is left without its turn, and a run that lost its turn
+// hears that it is gone.
+func TestFinishesBesideDeletesLeaveNoEvents(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		f := setup(t, s)
+		const n = 40
+		type pair struct {
+			conv chat.Conversation
+			run  chat.Turn
+		}
+		pairs := make([]pair, n)
+		for i := range pairs {
+			c, turn := f.converse(t)
+			pairs[i] = pair{c, f.claim(t, turn.ID, "w1/1")}
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 3*n)
+		for _, p := range pairs {
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				err := s.AppendEvents(ctx, p.run.ID, p.run.Fence, []chat.Event{textEvent(1, "a"), textEvent(2, "b")})
+				if err == nil {
+					err = s.FinishTurn(ctx, p.run.ID, p.run.Fence, chat.Outcome{State: chat.StateSucceeded,
+						Events: []chat.Event{textEvent(3, "c"), textEvent(4, "d")}})
+				}
+				if err != nil && chat.ErrorCode(err) != chat.CodeNotFound {
+					errs <- fmt.Errorf("run of %s: %w", p.run.ID, err)
+				}
+			}()
+			go func() {
+				defer wg.Done()
+				if err := s.DeleteConversation(ctx, p.conv.ID); err != nil {
+					errs <- err
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		var orphans int64
+		if err := s.DB().WithContext(ctx).Raw(`SELECT COUNT(*) FROM turn_events e
+WHERE NOT EXISTS (SELECT 1 FROM turns t WHERE t.id = e.turn_id)`).Scan(&orphans).Error; err != nil {
+			t.Fatal(err)
+		}
+		if orphans != 0 {
+			t.Errorf("%d events left without their turn", orphans)
+		}
+	})
+}
+
+// eventRows counts the stored event rows of turn id.
+func eventRows(t *testing.T, s *store.Store, id string) int64 {
+	t.Helper()
+	var rows int64
+	if err := s.DB().WithContext(t.Context()).Raw(`SELECT COUNT(*) FROM turn_events WHERE turn_id = ?`, id).Scan(&rows).Error; err != nil {
+		t.Fatal(err)
+	}
+	return rows
 }
 
 func TestPendingTurnsAndQueue(t *testing.T) {
