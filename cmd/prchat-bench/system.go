@@ -271,6 +271,12 @@ func (b *bencher) findPostmaster(ctx context.Context) (int, string) {
 	var schema string
 	if b.pg.QueryRowContext(ctx, `SELECT quote_ident(extnamespace::regnamespace::text) FROM pg_extension WHERE extname = 'pg_stat_statements'`).Scan(&schema) == nil {
 		b.perf.pgStatements = schema + ".pg_stat_statements"
+		var track string
+		if b.pg.QueryRowContext(ctx, `SELECT current_setting('pg_stat_statements.track', true)`).Scan(&track) == nil && track != "all" {
+			// Foreign-key checks and triggers run statements of their own.
+			b.rep.note("Postgres statements: pg_stat_statements.track is " + cmp.Or(track, "unknown") +
+				", so the statements run inside others (foreign-key checks, triggers) are not counted; set it to all to count them")
+		}
 	}
 	if !loopbackURL(b.cfg.DatabaseURL) {
 		return -1, "the server is not on this machine"
