@@ -84,7 +84,9 @@
 // A turn costs Redis few round trips: an enqueue's registration of its
 // queue and the feed's news ride in the pipeline of asynq's enqueue script
 // (Queue talks to asynq's client through a client that sends a script
-// call's riders ahead of it); a worker's round of polls is one script call
+// call's riders ahead of it, and enqueues made while another's pipeline is
+// out share the next one: the asks of one batch enqueue in one round trip;
+// riders.go); a worker's round of polls is one script call
 // (above); and the publish of a turn's final events in its job's handler
 // waits for asynq's script call that ends the job (done, retry, archive or
 // requeue) and goes ahead of it in one pipeline (ServerConfig.Events;

@@ -112,6 +112,7 @@ func (c QueueConfig) validate() error {
 type Queue struct {
 	rdb    redis.UniversalClient
 	client *asynq.Client
+	rides  *rideShare // the shared pipelines of client's enqueues
 	insp   *asynq.Inspector
 	cfg    QueueConfig
 	log    *slog.Logger
@@ -130,9 +131,11 @@ func NewQueue(rdb redis.UniversalClient, cfg QueueConfig) (*Queue, error) {
 	if rdb == nil {
 		return nil, errors.New("worker queue: a Redis client is required")
 	}
+	riding := newRiding(rdb)
 	return &Queue{
 		rdb:    rdb,
-		client: asynq.NewClientFromRedisClient(riding{rdb}),
+		client: asynq.NewClientFromRedisClient(riding),
+		rides:  riding.share,
 		insp:   asynq.NewInspectorFromRedisClient(rdb),
 		cfg:    cfg,
 		log:    cfg.Logger,

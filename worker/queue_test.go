@@ -475,3 +475,96 @@ func TestEnqueueIsOneRoundTrip(t *testing.T) {
 	}
 
 }
+
+// heldPipelines counts a client's pipelines and holds the first at the
+// hook until released.
+type heldPipelines struct {
+	n       atomic.Int64
+	out     chan struct{} // closed once the first pipeline is held
+	release chan struct{}
+}
+
+func (h *heldPipelines) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *heldPipelines) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *heldPipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.n.Add(1) == 1 {
+			close(h.out)
+			<-h.release
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestEnqueuesAtOnceShareAPipeline: enqueues made while another's
+// pipeline is at Redis go together in the next one, each with its own
+// riders, and each caller hears its own outcome: a job already queued is
+// no error, and a caller that gave up while it waited enqueued nothing.
+func TestEnqueuesAtOnceShareAPipeline(t *testing.T) {
+	t.Parallel()
+	rdb, _, q := feedQueue(t)
+	ctx := t.Context()
+	news := func(turn string) chat.FeedEvent {
+		return chat.FeedEvent{Type: "turn", Repository: "acme/a", PR: 7, ConversationID: "c-" + turn, Turn: 1, State: chat.StateQueued}
+	}
+	// asynq's client registers a queue on its first enqueue to it.
+	if err := q.Enqueue(ctx, "turn-0", "", news("turn-0")); err != nil {
+		t.Fatal(err)
+	}
+	held := &heldPipelines{out: make(chan struct{}), release: make(chan struct{})}
+	rdb.AddHook(held)
+	errs := make(map[string]chan error)
+	enqueue := func(ctx context.Context, turn string) {
+		ch := make(chan error, 1)
+		errs[turn+fmt.Sprint(len(errs))] = ch
+		go func() { ch <- q.Enqueue(ctx, turn, "", news(turn)) }()
+	}
+	enqueue(ctx, "turn-1")
+	select {
+	case <-held.out:
+	case <-time.After(chattest.Patience()):
+		t.Fatal("the first enqueue sent no pipeline")
+	}
+	const n = 12
+	for i := 2; i < 2+n; i++ {
+		enqueue(ctx, fmt.Sprint("turn-", i))
+	}
+	enqueue(ctx, "turn-2") // already in this batch: no error, one job
+	gaveUp, giveUp := context.WithCancel(ctx)
+	enqueue(gaveUp, "turn-late")
+	queued := func() int {
+		q.rides.mu.Lock()
+		defer q.rides.mu.Unlock()
+		return len(q.rides.queue)
+	}
+	deadline := time.Now().Add(chattest.Patience())
+	for queued() < n+2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d enqueues wait for the held pipeline, want %d", queued(), n+2)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	giveUp()
+	// asynq's client passes the script call's error on as text.
+	if err := <-errs["turn-late"+fmt.Sprint(n+2)]; err == nil || !strings.Contains(err.Error(), context.Canceled.Error()) {
+		t.Errorf("an enqueue that gave up while it waited: %v, want %v", err, context.Canceled)
+	}
+	close(held.release)
+	for name, ch := range errs {
+		if strings.HasPrefix(name, "turn-late") {
+			continue
+		}
+		if err := <-ch; err != nil {
+			t.Errorf("enqueue %s: %v", name, err)
+		}
+	}
+	if got := held.n.Load(); got != 2 {
+		t.Errorf("%d pipelines for %d enqueues, want 2 (the first, then all that waited for it)", got, n+2)
+	}
+	if got, err := rdb.LLen(ctx, asynqKey(SharedQueue, "pending")).Result(); err != nil || got != n+2 {
+		t.Errorf("pending jobs = %d (%v), want %d (turn-0, turn-1 and %d more, turn-2 once, none given up)", got, err, n+2, n)
+	}
+	if got, err := rdb.XLen(ctx, feedKey("acme/a")).Result(); err != nil || got != n+3 {
+		t.Errorf("feed entries = %d (%v), want %d (every enqueue's news that was sent, the repeated one's too)", got, err, n+3)
+	}
+}
