@@ -18,6 +18,9 @@
 -- statement that deletes turns (DeleteConversation, or a cascade from a
 -- deleted review or repository) deletes their events, in a query of its own
 -- that sees, under read committed, the events of any insert it waited for.
+--
+-- Both steps change only the catalog: no table is rewritten or scanned, so
+-- the migration holds its locks on turns and turn_events for moments.
 
 -- +goose Up
 -- +goose StatementBegin
