@@ -121,7 +121,6 @@ func (s *rideShare) call(r *ride) *redis.Cmd {
 	if i := slices.Index(s.queue, r); i >= 0 {
 		s.queue = slices.Delete(s.queue, i, i+1)
 		s.mu.Unlock()
-		r.riders.err = r.ctx.Err()
 		cmd := redis.NewCmd(r.ctx)
 		cmd.SetErr(r.ctx.Err())
 		return cmd
