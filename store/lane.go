@@ -16,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/prchat/prchat/chat/handoff"
 )
 
 // maxLaneBatch is the most statements one batch of a lane carries.
@@ -34,12 +36,9 @@ const laneTimeout = 30 * time.Second
 // write-ahead log. That commit, with its context switches on both sides,
 // not the statements, is what a claim or a finish costs Postgres.
 //
-// A lane has no goroutine of its own: the caller that finds it idle sends
-// its statement itself (it leads), and one that finds a batch under way
-// queues; the leader, once its batch is committed, hands what queued
-// meanwhile to the first of those callers, which sends it as the next
-// batch. A lone statement costs no hand-off, and a queued one the one
-// wake-up that tells it its outcome.
+// A lane has no goroutine of its own: its callers take turns sending the
+// batches (a handoff.Line). A lone statement costs no hand-off, and a
+// queued one the one wake-up that tells it its outcome.
 //
 // Every statement of a lane changes one turn and what belongs to it, so
 // the turns of a batch are independent: a batch whose transaction a
@@ -61,16 +60,13 @@ const laneTimeout = 30 * time.Second
 // share of the load, one lane rather than two is what keeps its batches
 // full (see the README's "One lane for a run's statements").
 type lane struct {
-	pool    *sql.DB
-	leaders sync.WaitGroup // a batch being sent, and the hand-off after it
+	pool *sql.DB
+	line *handoff.Line[*laneJob]
 
 	mu      sync.Mutex // guards what follows
-	busy    bool       // a leader sends a batch
-	queue   []*laneJob // waiting for the next batch
-	closed  bool
-	batches int64 // sent, for tests
-	jobs    int64 // statements sent (one sent again alone counts again)
-	leases  int64 // batches sent that committed without waiting for the disk
+	batches int64      // sent, for tests
+	jobs    int64      // statements sent (one sent again alone counts again)
+	leases  int64      // batches sent that committed without waiting for the disk
 }
 
 // laneJob is one statement of a lane.
@@ -85,15 +81,17 @@ type laneJob struct {
 	// read reads the statement's rows into the caller's variables. It may
 	// be called more than once (a batch that failed is sent again one
 	// statement at a time), so each call starts afresh; its results count
-	// only once done is closed with err nil.
+	// only once its batch was sent with err nil.
 	read func(pgx.Rows) error
-	err  error
-	done chan struct{}   // closed once err is the statement's outcome
-	lead chan []*laneJob // gets the batch this job's caller is to send
+	err  error // the statement's outcome, once its batch was sent
 }
 
 // newLane returns an idle lane on pool.
-func newLane(pool *sql.DB) *lane { return &lane{pool: pool} }
+func newLane(pool *sql.DB) *lane {
+	l := &lane{pool: pool}
+	l.line = handoff.New(maxLaneBatch, l.run)
+	return l
+}
 
 // do runs query (with ? placeholders) with args in the lane's next batch
 // and waits until that batch committed, read having read its rows. It gives
@@ -112,74 +110,22 @@ func (l *lane) doLease(ctx context.Context, query, lease string, args []any, rea
 
 // submit runs j in the lane's next batch (see do).
 func (l *lane) submit(j *laneJob) error {
-	ctx := j.ctx
-	j.done, j.lead = make(chan struct{}), make(chan []*laneJob, 1)
-	l.mu.Lock()
-	switch {
-	case l.closed:
-		l.mu.Unlock()
+	switch err := l.line.Do(j.ctx, j); {
+	case errors.Is(err, handoff.ErrClosed):
 		return errStoreClosed
-	case !l.busy:
-		l.busy = true
-		l.leaders.Add(1)
-		l.mu.Unlock()
-		l.send([]*laneJob{j})
-		return unavailable(j.err)
-	}
-	l.queue = append(l.queue, j)
-	l.mu.Unlock()
-	select {
-	case <-j.done:
-		return unavailable(j.err)
-	case batch := <-j.lead:
-		l.send(batch)
-		return unavailable(j.err)
-	case <-ctx.Done():
-	}
-	// Given up, unless a batch holds the statement already.
-	l.mu.Lock()
-	if i := slices.Index(l.queue, j); i >= 0 {
-		l.queue = slices.Delete(l.queue, i, i+1)
-		l.mu.Unlock()
-		return ctx.Err()
-	}
-	l.mu.Unlock()
-	select {
-	case <-j.done:
-	case batch := <-j.lead:
-		l.send(batch)
+	case err != nil:
+		return err // given up while it waited for a batch
 	}
 	return unavailable(j.err)
 }
 
-// send sends batch as its leader, then hands what queued meanwhile to the
-// first of its callers as the next batch, or leaves the lane idle.
-func (l *lane) send(batch []*laneJob) {
-	l.run(batch)
-	l.mu.Lock()
-	if len(l.queue) == 0 {
-		l.busy = false
-		l.mu.Unlock()
-		l.leaders.Done()
-		return
-	}
-	n := min(len(l.queue), maxLaneBatch)
-	next := slices.Clone(l.queue[:n])
-	l.queue = slices.Delete(l.queue, 0, n)
-	l.leaders.Add(1)
-	l.mu.Unlock()
-	next[0].lead <- next
-	l.leaders.Done()
-}
-
 // run sends a batch, one statement at a time if it fails together, and
-// tells every caller how its statement went.
+// records in each statement how it went.
 func (l *lane) run(batch []*laneJob) {
 	live := batch[:0:0]
 	for _, j := range batch {
 		if err := j.ctx.Err(); err != nil {
 			j.err = err
-			close(j.done)
 			continue
 		}
 		live = append(live, j)
@@ -203,7 +149,6 @@ func (l *lane) run(batch []*laneJob) {
 		} else {
 			j.err = err
 		}
-		close(j.done)
 	}
 }
 
@@ -266,26 +211,11 @@ func (l *lane) leaseBatches() int64 {
 }
 
 // queued is how many statements wait for the next batch, for tests.
-func (l *lane) queued() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.queue)
-}
+func (l *lane) queued() int { return l.line.Queued() }
 
 // close refuses new statements and fails those still queued, then waits
 // for the batch under way.
-func (l *lane) close() {
-	l.mu.Lock()
-	l.closed = true
-	queued := l.queue
-	l.queue = nil
-	l.mu.Unlock()
-	for _, j := range queued {
-		j.err = errStoreClosed
-		close(j.done)
-	}
-	l.leaders.Wait()
-}
+func (l *lane) close() { l.line.Close() }
 
 // numberedQueries caches numberPlaceholders for the lanes. Their
 // statements are a few hundred texts at most (a finish's varies with the

@@ -86,7 +86,7 @@
 // (Queue talks to asynq's client through a client that sends a script
 // call's riders ahead of it, and enqueues made while another's pipeline is
 // out share the next one: the asks of one batch enqueue in one round trip;
-// riders.go); a worker's round of polls is one script call
+// riders.go, on a handoff.Line); a worker's round of polls is one script call
 // (above); and the publish of a turn's final events in its job's handler
 // waits for asynq's script call that ends the job (done, retry, archive or
 // requeue) and goes ahead of it in one pipeline (ServerConfig.Events;

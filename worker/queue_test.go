@@ -532,11 +532,7 @@ func TestEnqueuesAtOnceShareAPipeline(t *testing.T) {
 	enqueue(ctx, "turn-2") // already in this batch: no error, one job
 	gaveUp, giveUp := context.WithCancel(ctx)
 	enqueue(gaveUp, "turn-late")
-	queued := func() int {
-		q.rides.mu.Lock()
-		defer q.rides.mu.Unlock()
-		return len(q.rides.queue)
-	}
+	queued := q.rides.line.Queued
 	deadline := time.Now().Add(chattest.Patience())
 	for queued() < n+2 {
 		if time.Now().After(deadline) {

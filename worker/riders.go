@@ -2,11 +2,11 @@ package worker
 
 import (
 	"context"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/prchat/prchat/chat/handoff"
 )
 
 // riding is the Redis client a Queue gives asynq's client: every command
@@ -27,7 +27,7 @@ type riding struct {
 
 // newRiding returns a riding client on rdb.
 func newRiding(rdb redis.UniversalClient) riding {
-	return riding{UniversalClient: rdb, share: &rideShare{rdb: rdb}}
+	return riding{UniversalClient: rdb, share: newRideShare(rdb)}
 }
 
 // ridersKey is the context key of the riders of the next script call.
@@ -69,18 +69,20 @@ const maxRides = 64
 
 // A rideShare sends script calls with riders in shared pipelines: the calls
 // made while its last pipeline was at Redis go together in the next, each
-// after its own riders. A caller waits for nobody: the one that finds it
-// idle sends its call at once (it leads), one that finds a pipeline out
-// queues, and the leader, once its pipeline is back, hands what queued
-// meanwhile to the first of those callers, which sends it. Each call's
-// outcome is its own command's: a pipeline's first error is nobody's in
-// particular.
+// after its own riders. A caller waits for nobody: its callers take turns
+// sending the pipelines (a handoff.Line), so a lone call goes at once.
+// Each call's outcome is its own command's: a pipeline's first error is
+// nobody's in particular.
 type rideShare struct {
-	rdb redis.UniversalClient
+	rdb  redis.UniversalClient
+	line *handoff.Line[*ride]
+}
 
-	mu    sync.Mutex // guards what follows
-	busy  bool       // a leader sends a pipeline
-	queue []*ride    // waiting for the next pipeline
+// newRideShare returns an idle rideShare on rdb.
+func newRideShare(rdb redis.UniversalClient) *rideShare {
+	s := &rideShare{rdb: rdb}
+	s.line = handoff.New(maxRides, s.exec)
+	return s
 }
 
 // ride is one script call of a rideShare.
@@ -90,71 +92,19 @@ type ride struct {
 	sha    string
 	keys   []string
 	args   []any
-	cmd    *redis.Cmd    // the call's outcome, once done is closed
-	done   chan struct{} // closed once cmd is set
-	lead   chan []*ride  // gets the pipeline this call's caller is to send
+	cmd    *redis.Cmd // the call's outcome, once its pipeline was sent
 }
 
 // call sends r in the next shared pipeline and returns its outcome. It
 // gives up (with its context's error) only while the call still waits for
 // a pipeline.
 func (s *rideShare) call(r *ride) *redis.Cmd {
-	r.done, r.lead = make(chan struct{}), make(chan []*ride, 1)
-	s.mu.Lock()
-	if !s.busy {
-		s.busy = true
-		s.mu.Unlock()
-		s.send([]*ride{r})
-		return r.cmd
-	}
-	s.queue = append(s.queue, r)
-	s.mu.Unlock()
-	select {
-	case <-r.done:
-		return r.cmd
-	case next := <-r.lead:
-		s.send(next)
-		return r.cmd
-	case <-r.ctx.Done():
-	}
-	s.mu.Lock()
-	if i := slices.Index(s.queue, r); i >= 0 {
-		s.queue = slices.Delete(s.queue, i, i+1)
-		s.mu.Unlock()
+	if err := s.line.Do(r.ctx, r); err != nil {
 		cmd := redis.NewCmd(r.ctx)
-		cmd.SetErr(r.ctx.Err())
+		cmd.SetErr(err)
 		return cmd
 	}
-	s.mu.Unlock()
-	// A pipeline holds it already: its outcome is what the caller must hear.
-	select {
-	case <-r.done:
-	case next := <-r.lead:
-		s.send(next)
-	}
 	return r.cmd
-}
-
-// send sends rides in one pipeline as their leader, then hands what queued
-// meanwhile to the first of its callers, or leaves the share idle.
-func (s *rideShare) send(rides []*ride) {
-	s.exec(rides)
-	s.mu.Lock()
-	var next []*ride
-	if len(s.queue) == 0 {
-		s.busy = false
-	} else {
-		n := min(len(s.queue), maxRides)
-		next = slices.Clone(s.queue[:n])
-		s.queue = slices.Delete(s.queue, 0, n)
-	}
-	s.mu.Unlock()
-	if len(next) > 0 {
-		next[0].lead <- next
-	}
-	for _, r := range rides {
-		close(r.done)
-	}
 }
 
 // exec sends rides' riders and script calls in one pipeline and sets each
