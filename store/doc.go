@@ -33,12 +33,12 @@
 // events, finishes) go through one lane: what the runs of a process submit
 // while the lane's last batch is at the database goes together in the next
 // batch, pipelined in one round trip and committed in one transaction (see
-// lane, on a handoff.Line). A lone statement goes at once; under load the runs share a round
-// trip and a flush of the write-ahead log, and each process keeps one
-// connection busy instead of one a run. Each statement changes only its own
-// turn and what belongs to it, so a batch whose transaction a statement's
-// error aborted is sent again statement by statement, and each caller hears
-// its own outcome.
+// lane, on a handoff.Line). A lone statement goes at once; under load the
+// runs share a round trip and a flush of the write-ahead log, and each
+// process keeps one connection busy instead of one a run. Each statement
+// changes only its own turn and what belongs to it, so a batch whose
+// transaction a statement's error aborted is sent again statement by
+// statement, and each caller hears its own outcome.
 //
 // On Postgres a claim commits without waiting for its write-ahead log to
 // reach the disk (synchronous_commit off for the claim's own transaction,

@@ -86,11 +86,11 @@
 // (Queue talks to asynq's client through a client that sends a script
 // call's riders ahead of it, and enqueues made while another's pipeline is
 // out share the next one: the asks of one batch enqueue in one round trip;
-// riders.go, on a handoff.Line); a worker's round of polls is one script call
-// (above); and the publish of a turn's final events in its job's handler
-// waits for asynq's script call that ends the job (done, retry, archive or
-// requeue) and goes ahead of it in one pipeline (ServerConfig.Events;
-// finals.go), or by itself if no such call comes within a quarter of a
+// riders.go, on a handoff.Line); a worker's round of polls is one script
+// call (above); and the publish of a turn's final events in its job's
+// handler waits for asynq's script call that ends the job (done, retry,
+// archive or requeue) and goes ahead of it in one pipeline
+// (ServerConfig.Events; finals.go), or by itself if no such call comes within a quarter of a
 // second or the Server stops first. The same pipeline takes the next job
 // of the worker's queues ahead (prefetch.go) while the queues had one at
 // the last poll, and asynq's next poll, which comes as soon as the ended
