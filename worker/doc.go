@@ -90,16 +90,16 @@
 // call (above); and the publish of a turn's final events in its job's
 // handler waits for asynq's script call that ends the job (done, retry,
 // archive or requeue) and goes ahead of it in one pipeline
-// (ServerConfig.Events; finals.go), or by itself if no such call comes within a quarter of a
-// second or the Server stops first. The same pipeline takes the next job
-// of the worker's queues ahead (prefetch.go) while the queues had one at
-// the last poll, and asynq's next poll, which comes as soon as the ended
-// job frees its slot, is answered with it without asking Redis: a worker
-// draining a backlog costs Redis one round trip a job. A job taken ahead
-// that no poll takes within two seconds, or that the Server holds when it
-// stops, goes back to the head of its queue; one a crashed process held
-// stays active under asynq's lease, as a job it was running does, until
-// asynq's recoverer ends the lease.
+// (ServerConfig.Events; finals.go), or by itself if no such call comes
+// within a quarter of a second or the Server stops first. The same pipeline
+// takes the next job of the worker's queues ahead (prefetch.go) while the
+// queues had one at the last poll, and asynq's next poll, which comes as
+// soon as the ended job frees its slot, is answered with it without asking
+// Redis: a worker draining a backlog costs Redis one round trip a job. A
+// job taken ahead that no poll takes within two seconds, or that the Server
+// holds when it stops, goes back to the head of its queue; one a crashed
+// process held stays active under asynq's lease, as a job it was running
+// does, until asynq's recoverer ends the lease.
 //
 // # Identity
 //
