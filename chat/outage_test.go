@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -99,6 +100,70 @@ func TestRunWaitsOutAnOutageBeforeItsFinish(t *testing.T) {
 	}
 	if got := strings.Join(types, ","); !strings.HasPrefix(got, "state,") || strings.Count(got, "tool_start") != 1 || !strings.HasSuffix(got, ",done") {
 		t.Errorf("events %s, want state,...,tool_start,...,done", got)
+	}
+}
+
+// cutSettings are settings whose database goes away (cut) as the active
+// provider is read, once armed.
+type cutSettings struct {
+	chat.SettingsStore
+	armed atomic.Bool
+	cut   func()
+}
+
+func (c *cutSettings) ActiveProvider(ctx context.Context) (string, string, error) {
+	if c.armed.CompareAndSwap(true, false) {
+		c.cut()
+	}
+	return c.SettingsStore.ActiveProvider(ctx)
+}
+
+// TestRunWaitsOutAnOutageWhilePlanning: the database goes away while a
+// run plans the agent's start, as it reads the active provider of an
+// OpenAI-compatible backend's turn, a read that does not wait out an
+// outage itself. The run waits until the database is back and answers the
+// turn. It does not return to the queue: another worker would take the
+// retry only to find the turn held by this live run, and leave it running
+// with no job.
+func TestRunWaitsOutAnOutageWhilePlanning(t *testing.T) {
+	t.Parallel()
+	raw := os.Getenv(storetest.EnvDatabaseURL)
+	if raw == "" {
+		t.Skip("needs Postgres: set " + storetest.EnvDatabaseURL)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := storetest.NewProxy(t, u.Host)
+	st := storetest.NewPostgres(t, proxy.URL(raw))
+	cut := make(chan struct{})
+	settings := &cutSettings{SettingsStore: st, cut: func() { proxy.Cut(); close(cut) }}
+	f := setupWith(t, st, fixtureOptions{backend: chat.BackendOpenAI, settings: settings})
+	f.scripted.Push(scripted.Step{Answer: answer("after the outage")})
+	settings.armed.Store(true)
+	done := make(chan error, 1)
+	go func() { done <- f.services[1].Runner.Run(context.Background(), f.turn, "w2/b") }()
+	chattest.Receive(t, "the run to read the active provider", cut)
+	time.Sleep(800 * time.Millisecond) // the outage lasts a while: the behaviour under test
+	select {
+	case err := <-done:
+		t.Fatalf("run ended during the outage (its job would go back to the queue): %v", err)
+	default:
+	}
+	if n := len(f.scripted.Requests()); n != 0 {
+		t.Fatalf("the agent ran during the outage: %d calls", n)
+	}
+	proxy.Restore()
+	if err := chattest.Receive(t, "the run to end after the outage", done); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	turn, err := st.Turn(context.Background(), f.conv, 1)
+	if err != nil || turn.State != chat.StateSucceeded || turn.Answer == nil || turn.Answer.AnswerMarkdown != "after the outage" {
+		t.Fatalf("turn %+v (%v), want succeeded with the agent's answer", turn, err)
+	}
+	if turn.Fence != 1 {
+		t.Errorf("turn fence %d, want 1: one run, claimed once", turn.Fence)
 	}
 }
 

@@ -336,8 +336,22 @@ type plan struct {
 // the run must stop without settling (this worker is shutting down).
 func (r *run) execute(ctx context.Context) (Outcome, error) {
 	s := r.s
-	p, err := r.makePlan(ctx)
+	// Planning reads the database: while it is unreachable, planning
+	// starts over once it is back, within the turn's window. Returning
+	// here would hand the job back to the queue while this run still holds
+	// the turn, and a retry that another worker takes would find the turn
+	// held by a live runner, refuse it, and leave it running with no job
+	// until the reconciler's Stuck window.
+	var p *plan
+	err := s.whileUnavailable(ctx, time.Now().Add(s.cfg.Policy.Windows().Turn), "plan turn", func() (err error) {
+		p, err = r.makePlan(ctx)
+		return err
+	})
 	r.plan = p
+	if err == nil {
+		// The feed hears of the run with its first published events.
+		r.rec.addFeed(s.notify.feedEvent(r.repo, r.pr, r.turn, StateRunning, ""))
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return Outcome{}, ctx.Err()
@@ -523,6 +537,9 @@ func (r *run) checkBudget(u Usage) error {
 // plan loads the turn's review and repository (its conversation came with
 // the claim) and decides how the agent starts: fork the review's session,
 // resume the conversation's, or seed a new one in a new run directory.
+// execute calls it again after an unavailable error: a read that can fail
+// so comes before anything it makes (a run directory), or waits out an
+// outage itself.
 func (r *run) makePlan(ctx context.Context) (*plan, error) {
 	s := r.s
 	conv := r.conv
@@ -541,8 +558,6 @@ func (r *run) makePlan(ctx context.Context) (*plan, error) {
 		return nil, err
 	}
 	r.repo, r.pr = rev.Repository, rev.PR
-	// The feed hears of the run with its first published events.
-	r.rec.addFeed(s.notify.feedEvent(r.repo, r.pr, r.turn, StateRunning, ""))
 	p := &plan{
 		name:   cmp.Or(r.turn.Backend, conv.Backend, s.cfg.DefaultBackend),
 		model:  cmp.Or(r.turn.Model, conv.Model),

@@ -86,7 +86,21 @@ func setupStore(t *testing.T, st chattest.Store) *fixture {
 // setupPublishing is setupStore with the Services publishing to pub.
 func setupPublishing(t *testing.T, st chattest.Store, pub chat.Publisher) *fixture {
 	t.Helper()
-	f := &fixture{store: st, hosts: &fakeHosts{dead: map[string]bool{}}, scripted: scripted.New("")}
+	return setupWith(t, st, fixtureOptions{pub: pub})
+}
+
+// fixtureOptions are what setupWith may change of setupStore's fixture.
+type fixtureOptions struct {
+	pub      chat.Publisher     // the Services publish to it
+	backend  string             // the scripted agent's backend name ("": scripted)
+	settings chat.SettingsStore // the Services' settings (nil: none)
+}
+
+// setupWith is setupStore with o.
+func setupWith(t *testing.T, st chattest.Store, o fixtureOptions) *fixture {
+	t.Helper()
+	pub := o.pub
+	f := &fixture{store: st, hosts: &fakeHosts{dead: map[string]bool{}}, scripted: scripted.New(o.backend)}
 	repo := agentsessiontest.NewRepo(t, map[string]string{"a.go": "package a\n\nfunc A() {}\n"})
 	ws, err := agentsession.NewWorkspaces(agentsession.Config{DataDir: t.TempDir()})
 	if err != nil {
@@ -95,7 +109,7 @@ func setupPublishing(t *testing.T, st chattest.Store, pub chat.Publisher) *fixtu
 	for _, id := range []string{"w1", "w2"} {
 		svc, err := chattest.New(chattest.Config{WorkerID: id, MaxRepairs: 2, AnyPath: true}, chattest.Deps{
 			Store: f.store, Queue: &fakeQueue{}, Hosts: f.hosts, Workspaces: ws, Clones: ws,
-			Backends: []chat.Backend{f.scripted}, Masker: mask.New(), Publisher: pub,
+			Backends: []chat.Backend{f.scripted}, Masker: mask.New(), Publisher: pub, Settings: o.settings,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -108,7 +122,7 @@ func setupPublishing(t *testing.T, st chattest.Store, pub chat.Publisher) *fixtu
 	if _, _, err := svc.Admin.RegisterRepository(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Admin.RecordReview(ctx, "acme/a", chat.Review{PR: 1, HeadSHA: repo.Head(), Backend: "scripted"}); err != nil {
+	if _, err := svc.Admin.RecordReview(ctx, "acme/a", chat.Review{PR: 1, HeadSHA: repo.Head(), Backend: f.scripted.Name()}); err != nil {
 		t.Fatal(err)
 	}
 	c, _, err := svc.Turns.Ask(ctx, "acme/a", 1, 0, chat.Ask{Question: "What does A do?"})
