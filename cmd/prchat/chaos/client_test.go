@@ -479,6 +479,54 @@ func (c *cluster) verify(t *testing.T, trial string, ts []*turn) {
 	} else if n > 0 {
 		t.Errorf("%s: %d turns no client was given are still queued or running a minute after the trial's turns settled", trial, n)
 	}
+	if t.Failed() {
+		c.explainPending(t)
+	}
+}
+
+// explainPending logs the turns the cluster's database still holds queued
+// or running, and every line of the processes' logs that names one of them
+// or its conversation, so that a failed trial says where each stopped.
+func (c *cluster) explainPending(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, c.dbURL)
+	if err != nil {
+		t.Logf("pending turns: %v", err)
+		return
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT id, conversation_id, state, queue, runner, fence, last_seq, created_at, started_at
+		FROM turns WHERE state IN ('queued', 'running') ORDER BY created_at LIMIT 10`)
+	if err != nil {
+		t.Logf("pending turns: %v", err)
+		return
+	}
+	var ids []string
+	for rows.Next() {
+		var id, conv, state, queue, runner string
+		var fence, lastSeq int64
+		var created time.Time
+		var started *time.Time
+		if err := rows.Scan(&id, &conv, &state, &queue, &runner, &fence, &lastSeq, &created, &started); err != nil {
+			t.Logf("pending turns: %v", err)
+			return
+		}
+		t.Logf("pending turn %s of conversation %s: state %s, queue %q, runner %q, fence %d, last seq %d, created %s, started %v",
+			id, conv, state, queue, runner, fence, lastSeq, created.Format(time.RFC3339Nano), started)
+		ids = append(ids, id, conv)
+	}
+	if err := rows.Err(); err != nil {
+		t.Logf("pending turns: %v", err)
+	}
+	if len(ids) == 0 {
+		return
+	}
+	for _, p := range append(append([]*proc{}, c.apis...), c.workers...) {
+		if lines := grepLines(p.logs, ids, 60); lines != "" {
+			t.Logf("%s/%s log, lines naming a pending turn:\n%s", c.name, p.name, lines)
+		}
+	}
 }
 
 // pendingTurns waits, at most until deadline, until the cluster's database

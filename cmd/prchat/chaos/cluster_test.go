@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -338,6 +339,24 @@ func tail(path string, n int) string {
 	}
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// grepLines returns the first n lines of the file at path that hold any of
+// words.
+func grepLines(path string, words []string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	var lines []string
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() && len(lines) < n {
+		if line := sc.Text(); slices.ContainsFunc(words, func(w string) bool { return strings.Contains(line, w) }) {
+			lines = append(lines, line)
+		}
 	}
 	return strings.Join(lines, "\n")
 }
