@@ -348,8 +348,9 @@ func (r *run) execute(ctx context.Context) (Outcome, error) {
 		return err
 	})
 	r.plan = p
-	if err == nil {
-		// The feed hears of the run with its first published events.
+	if r.repo != "" {
+		// The feed hears of the run with its first published events, once
+		// its review was read, however often the plan started over.
 		r.rec.addFeed(s.notify.feedEvent(r.repo, r.pr, r.turn, StateRunning, ""))
 	}
 	if err != nil {
