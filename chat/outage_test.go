@@ -3,8 +3,6 @@ package chat_test
 import (
 	"context"
 	"errors"
-	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -21,16 +19,8 @@ import (
 // can cut.
 func outageSetup(t *testing.T) (*fixture, *storetest.Proxy) {
 	t.Helper()
-	raw := os.Getenv(storetest.EnvDatabaseURL)
-	if raw == "" {
-		t.Skip("needs Postgres: set " + storetest.EnvDatabaseURL)
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := storetest.NewProxy(t, u.Host)
-	return setupStore(t, storetest.NewPostgres(t, proxy.URL(raw))), proxy
+	st, proxy := storetest.NewPostgresBehindProxy(t)
+	return setupStore(t, st), proxy
 }
 
 // TestRunWaitsOutAnOutageBeforeItsClaim: a run whose database is
@@ -127,16 +117,7 @@ func (c *cutSettings) ActiveProvider(ctx context.Context) (string, string, error
 // with no job.
 func TestRunWaitsOutAnOutageWhilePlanning(t *testing.T) {
 	t.Parallel()
-	raw := os.Getenv(storetest.EnvDatabaseURL)
-	if raw == "" {
-		t.Skip("needs Postgres: set " + storetest.EnvDatabaseURL)
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := storetest.NewProxy(t, u.Host)
-	st := storetest.NewPostgres(t, proxy.URL(raw))
+	st, proxy := storetest.NewPostgresBehindProxy(t)
 	cut := make(chan struct{})
 	settings := &cutSettings{SettingsStore: st, cut: func() { proxy.Cut(); close(cut) }}
 	f := setupWith(t, st, fixtureOptions{backend: chat.BackendOpenAI, settings: settings})

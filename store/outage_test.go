@@ -17,16 +17,11 @@ import (
 // database; once it is back the same store works again.
 func TestOutageIsUnavailable(t *testing.T) {
 	t.Parallel()
-	raw := os.Getenv(storetest.EnvDatabaseURL)
-	if raw == "" {
-		t.Skip("needs Postgres: set " + storetest.EnvDatabaseURL)
-	}
-	u, err := url.Parse(raw)
+	s, proxy := storetest.NewPostgresBehindProxy(t)
+	u, err := url.Parse(os.Getenv(storetest.EnvDatabaseURL)) // what no message may name
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := storetest.NewProxy(t, u.Host)
-	s := storetest.NewPostgres(t, proxy.URL(raw))
 	ctx := context.Background()
 	calls := map[string]func() error{
 		"ping":    func() error { return s.Ping(ctx) },

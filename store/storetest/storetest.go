@@ -100,6 +100,23 @@ func NewPostgres(t testing.TB, databaseURL string) *store.Store {
 	return open(t, store.Config{DatabaseURL: PostgresURL(t, databaseURL), MaxOpenConns: maxOpenConns})
 }
 
+// NewPostgresBehindProxy is NewPostgres on the Postgres of EnvDatabaseURL
+// reached through a Proxy the test can cut, returned with it; it skips the
+// test when EnvDatabaseURL is not set.
+func NewPostgresBehindProxy(t testing.TB) (*store.Store, *Proxy) {
+	t.Helper()
+	raw := os.Getenv(EnvDatabaseURL)
+	if raw == "" {
+		t.Skip("needs Postgres: set " + EnvDatabaseURL)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatalf("storetest: %s: %v", EnvDatabaseURL, err)
+	}
+	proxy := NewProxy(t, u.Host)
+	return NewPostgres(t, proxy.URL(raw)), proxy
+}
+
 // PostgresURL returns databaseURL with its search_path set to a new, empty
 // schema of the test's own, dropped when the test ends: for a test that
 // hands a database to a whole daemon, which migrates it itself. When
