@@ -327,15 +327,9 @@ func (c *cluster) forbidden() []string {
 
 // tail returns the last n lines of the file at path.
 func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
+	lines, err := fileLines(path)
 	if err != nil {
 		return err.Error()
-	}
-	var lines []string
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
 	}
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
@@ -346,19 +340,36 @@ func tail(path string, n int) string {
 // grepLines returns the first n lines of the file at path that hold any of
 // words.
 func grepLines(path string, words []string, n int) string {
-	b, err := os.ReadFile(path)
+	lines, err := fileLines(path)
 	if err != nil {
 		return err.Error()
+	}
+	var found []string
+	for _, line := range lines {
+		if len(found) == n {
+			break
+		}
+		if slices.ContainsFunc(words, func(w string) bool { return strings.Contains(line, w) }) {
+			found = append(found, line)
+		}
+	}
+	return strings.Join(found, "\n")
+}
+
+// fileLines returns the lines of the file at path (a log), up to the first
+// longer than 1 MB.
+func fileLines(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
 	}
 	var lines []string
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() && len(lines) < n {
-		if line := sc.Text(); slices.ContainsFunc(words, func(w string) bool { return strings.Contains(line, w) }) {
-			lines = append(lines, line)
-		}
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
 	}
-	return strings.Join(lines, "\n")
+	return lines, nil
 }
 
 func randomHex(n int) string {
